@@ -1,0 +1,221 @@
+"""The ``spaseq`` command line.
+
+``spaseq run QUERY --stream ALIAS=PATH ...`` evaluates a query over stream
+files; ``spaseq explain QUERY`` shows the compiled automaton.  Exit status:
+0 done (rejected events are counted, not fatal), 2 bad query or arguments,
+1 any other failure.  No traceback reaches the user.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from typing import IO
+
+from . import __version__
+from .compiler import CompiledQuery, compile_query
+from .engine import Engine
+from .errors import EventError, QueryError, SpaseqError
+from .events import datetime_seconds, format_time
+from .kb import KnowledgeBase
+from .output import FORMATS, make_writer
+from .streams.files import merge_streams, open_stream, read_manifest_streams
+
+
+class UsageError(SpaseqError):
+    """Bad command-line arguments (exit status 2)."""
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = _parser()
+    args = parser.parse_args(argv)
+    if not getattr(args, "command", None):
+        parser.print_help()
+        return 2
+    try:
+        return args.func(args)
+    except QueryError as e:
+        where = f"{args.query}: " if getattr(args, "query", None) else ""
+        print(f"spaseq: query error: {where}{e}", file=sys.stderr)
+        return 2
+    except UsageError as e:
+        print(f"spaseq: {e}", file=sys.stderr)
+        return 2
+    except SpaseqError as e:
+        print(f"spaseq: error: {e}", file=sys.stderr)
+        return 1
+    except KeyboardInterrupt:
+        print("spaseq: interrupted", file=sys.stderr)
+        return 130
+    except BrokenPipeError:
+        return 0
+    except OSError as e:
+        print(f"spaseq: error: {e}", file=sys.stderr)
+        return 1
+
+
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="spaseq", description="SPASEQ: complex event processing over RDF graph streams.")
+    parser.add_argument("--version", action="version", version=f"spaseq {__version__}")
+    sub = parser.add_subparsers(dest="command")
+
+    run = sub.add_parser("run", help="evaluate a query over stream files",
+                         description="Evaluate a SPASEQ query over stream files and print its results.")
+    run.add_argument("query", help="the query file (or - for standard input)")
+    run.add_argument("--stream", action="append", default=[], metavar="ALIAS=PATH",
+                     help="a stream file (.trig, .nq, optionally .gz; a glob or a folder) for the "
+                          "stream ALIAS of FROM STREAM (or its IRI); repeat for several")
+    run.add_argument("--manifest", action="append", default=[], metavar="FILE",
+                     help="a stream manifest of the SPASEQ reference implementation "
+                          "(lines '<stream IRI> <file.nt> N')")
+    run.add_argument("--kb", action="append", default=[], metavar="PATH|IRI=PATH|oxigraph:DIR",
+                     help="background knowledge base for GRAPH clauses; repeat to load several files")
+    run.add_argument("--format", choices=FORMATS, default=None,
+                     help="output format (default: jsonl for SELECT, trig for CONSTRUCT)")
+    run.add_argument("--output", "-o", metavar="FILE", help="write results here instead of stdout")
+    run.add_argument("--events", action="store_true", help="jsonl: add each result's events")
+    run.add_argument("--dead-letter", metavar="FILE", help="write rejected events here (JSON lines)")
+    run.add_argument("--start", metavar="TIME",
+                     help="TUMBLING windows start here (a number or an xsd:dateTime) "
+                          "instead of at the first event")
+    run.add_argument("--quiet", "-q", action="store_true", help="no warnings, progress or summary")
+    run.set_defaults(func=_run)
+
+    explain = sub.add_parser("explain", help="show the compiled automaton",
+                             description="Show the NFA_scep automaton a query compiles to.")
+    explain.add_argument("query", help="the query file (or - for standard input)")
+    explain.add_argument("--dot", action="store_true", help="Graphviz dot instead of text")
+    explain.set_defaults(func=_explain)
+    return parser
+
+
+def _read_query(path: str) -> str:
+    if path == "-":
+        return sys.stdin.read()
+    try:
+        with open(path, encoding="utf-8") as f:
+            return f.read()
+    except OSError as e:
+        raise UsageError(f"cannot read query {path}: {e.strerror}") from None
+
+
+def _explain(args) -> int:
+    compiled = compile_query(_read_query(args.query))
+    print(compiled.automaton.to_dot() if args.dot else compiled.explain())
+    return 0
+
+
+def _stream_sources(compiled: CompiledQuery, specs: list[str], manifests: list[str]):
+    by_alias = compiled.stream_iris
+    iris = set(by_alias.values())
+    sources = []
+    for spec in specs:
+        if "=" not in spec:
+            raise UsageError(f"--stream {spec}: expected ALIAS=PATH")
+        name, path = spec.split("=", 1)
+        name = name.strip("<>")
+        iri = by_alias.get(name, name)
+        if iri not in iris:
+            known = ", ".join(f"{a} <{i}>" for a, i in by_alias.items())
+            raise UsageError(f"--stream {spec}: the query has no stream {name} (it has {known})")
+        if not _exists(path):
+            raise UsageError(f"--stream {spec}: no such file {path}")
+        sources.append(open_stream(path, iri))
+    for manifest in manifests:
+        if not os.path.exists(manifest):
+            raise UsageError(f"--manifest {manifest}: no such file")
+        sources.extend(read_manifest_streams(manifest).values())
+    if not sources:
+        raise UsageError("no input: give --stream ALIAS=PATH (or --manifest FILE)")
+    return merge_streams(sources)
+
+
+def _exists(path: str) -> bool:
+    import glob
+    return os.path.exists(path) or bool(glob.glob(path))
+
+
+def _run(args) -> int:
+    compiled = compile_query(_read_query(args.query))
+    kb = KnowledgeBase.from_specs(args.kb) if args.kb else None
+    start = _parse_start(args.start) if args.start else None
+    engine = Engine(compiled, kb=kb, start=start)
+    if not args.quiet:
+        for warning in engine.warnings:
+            print(f"spaseq: warning: {warning}", file=sys.stderr)
+    items = _stream_sources(compiled, args.stream, args.manifest)
+    fmt = args.format or ("trig" if compiled.query.construct is not None else "jsonl")
+    if fmt == "trig" and compiled.query.construct is None:
+        raise UsageError("--format trig is for CONSTRUCT queries")
+    variables = [v if isinstance(v, str) else v.alias for v in compiled.projection]
+    out: IO[str] = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
+    dead = open(args.dead_letter, "w", encoding="utf-8") if args.dead_letter else None
+    progress = _Progress(enabled=not args.quiet and sys.stderr.isatty())
+    started = time.perf_counter()
+    try:
+        writer = make_writer(fmt, out, variables, with_events=args.events)
+        rejected_seen = 0
+        for result in engine.run(items):
+            writer.write(result)
+            progress.tick(engine)
+        writer.close()
+        for error in engine.stats.rejections[rejected_seen:]:
+            if dead is not None:
+                dead.write(json.dumps({"position": error.position, "error": error.message}) + "\n")
+            if not args.quiet:
+                print(f"spaseq: rejected event: {error}", file=sys.stderr)
+    finally:
+        if out is not sys.stdout:
+            out.close()
+        if dead is not None:
+            dead.close()
+    progress.done()
+    if not args.quiet:
+        s = engine.stats
+        elapsed = time.perf_counter() - started
+        rate = s.events / elapsed if elapsed > 0 else 0
+        print(f"spaseq: {s.events} events ({s.triples} triples) in {elapsed:.2f} s, "
+              f"{rate:,.0f} events/s; {s.rejected} rejected; {s.matches} matches, "
+              f"{s.results} results; peak {s.peak_runs} active runs", file=sys.stderr)
+    return 0
+
+
+def _parse_start(text: str):
+    try:
+        return float(text) if "T" not in text else datetime_seconds(text)
+    except ValueError:
+        raise UsageError(f"--start {text}: not a number or an xsd:dateTime") from None
+
+
+class _Progress:
+    """A one-line progress display on a terminal's stderr."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.last = 0.0
+
+    def tick(self, engine: Engine) -> None:
+        if not self.enabled:
+            return
+        now = time.monotonic()
+        if now - self.last < 0.5:
+            return
+        self.last = now
+        s = engine.stats
+        at = engine._time
+        shown = format_time(at, engine._kind or False) if at is not None else "-"
+        sys.stderr.write(f"\r{s.events:,} events, at {shown}, {s.results:,} results, "
+                         f"{engine.runtime.active_runs:,} runs ")
+        sys.stderr.flush()
+
+    def done(self) -> None:
+        if self.enabled and self.last:
+            sys.stderr.write("\n")
+
+
+if __name__ == "__main__":
+    sys.exit(main())

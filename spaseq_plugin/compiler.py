@@ -1,0 +1,279 @@
+"""Parsed query -> compiled query: compile-time checks and the automaton.
+
+Every check that can fail raises :class:`QueryError` with the line and
+column of the text at fault (semantics.md section 10).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from .errors import QueryError
+from .gpm import GpmPattern, analyse_gpm
+from .nfa import CONJUNCTION, DISJUNCTION, SINGLE, AtomMatcher, Automaton, Edge, State
+from .parser import parse_query
+from .syntax import (
+    KLEENE, NEGATION, NEXT, OPTIONAL, Aggregate, Conjunction, Disjunction, GpmRef, Pos, Query,
+)
+
+
+@dataclass(eq=False)
+class CompiledQuery:
+    """Everything the runtime needs, independent of any input."""
+
+    query: Query
+    gpms: dict[str, GpmPattern]
+    automaton: Automaton
+    positive: list[GpmPattern]           # GPMs of positive atoms, in SEQ order, distinct
+    kleene_local: dict[int, frozenset[str]]   # SEQ index of a Kleene atom -> its local variables
+    projection: list[str | Aggregate]    # what SELECT shows (``*`` expanded); [] for CONSTRUCT
+    stream_iris: dict[str, str]          # alias -> IRI
+    warnings: list[str] = field(default_factory=list)
+
+    @property
+    def window(self) -> float | None:
+        return self.automaton.window
+
+    @property
+    def partition_by(self) -> list[str]:
+        return self.query.partition_by
+
+    @property
+    def streams(self) -> frozenset[str]:
+        return frozenset(self.stream_iris.values())
+
+    @property
+    def kb_graphs(self) -> frozenset[str]:
+        return frozenset().union(*(g.kb_graphs for g in self.gpms.values()))
+
+    def explain(self) -> str:
+        lines = [self.automaton.describe(), "", "GPMs:"]
+        for gpm in self.gpms.values():
+            lines.append(f"  {gpm.name} on {', '.join(sorted(gpm.streams))}: binds "
+                         f"{' '.join('?' + v for v in sorted(gpm.bindable)) or 'nothing'}"
+                         + (f"; KB graphs {', '.join(sorted(gpm.kb_graphs))}" if gpm.kb_graphs else "")
+                         + "; evaluator: oxigraph (SPARQL over the event graph)")
+        if self.partition_by:
+            lines.append("partition by: " + ", ".join("?" + v for v in self.partition_by))
+        return "\n".join(lines)
+
+
+def compile_query(text: str) -> CompiledQuery:
+    """Parse and compile SPASEQ text; raises :class:`QueryError`."""
+    return compile_parsed(parse_query(text))
+
+
+def compile_parsed(query: Query) -> CompiledQuery:
+    seq = query.sequence
+    warnings = list(query.warnings)
+    used: set[str] = set()
+    for atom in seq.atoms:
+        for name, pos in _atom_names(atom):
+            if name not in query.gpms:
+                raise QueryError(f"SEQ uses GPM {name}, which is not defined (no DEFINE GPM {name})",
+                                 pos.line, pos.column)
+            used.add(name)
+    for gdef in query.gpms.values():
+        if gdef.name not in used:
+            raise QueryError(f"GPM {gdef.name} is defined but SEQ never uses it",
+                             gdef.pos.line, gdef.pos.column)
+        for alias, pos in zip(gdef.streams, gdef.stream_pos):
+            if alias not in query.streams:
+                raise QueryError(f"GPM {gdef.name} is ON stream {alias}, which no FROM STREAM declares",
+                                 pos.line, pos.column)
+    gpms = {name: analyse_gpm(query, gdef, frozenset(query.streams[a].iri for a in gdef.streams))
+            for name, gdef in query.gpms.items()}
+    _check_filters(query, gpms)
+    positive = _positive_gpms(seq.atoms, gpms)
+    _check_partition(query, positive)
+    automaton = _build_automaton(query, gpms)
+    kleene_local = _kleene_locals(seq.atoms, gpms)
+    projection = _projection(query, gpms, warnings)
+    if query.window is None:
+        warnings.append("no WITHIN window: runs live until the input ends")
+    return CompiledQuery(query, gpms, automaton, positive, kleene_local, projection,
+                         {a: s.iri for a, s in query.streams.items()}, warnings)
+
+
+def _atom_names(atom) -> list[tuple[str, Pos]]:
+    if isinstance(atom, GpmRef):
+        return [(atom.name, atom.pos)]
+    return list(zip(atom.names, atom.name_pos))
+
+
+def _check_filters(query: Query, gpms: dict[str, GpmPattern]) -> None:
+    bindable = set().union(*(g.bindable for g in gpms.values()))
+    for gpm in gpms.values():
+        for var in gpm.filter_vars:
+            if var not in bindable:
+                gdef = query.gpms[gpm.name]
+                line, column = _find_var(query.text, gdef.body, gdef.body_pos, var)
+                raise QueryError(f"GPM {gpm.name}: FILTER reads ?{var}, which no GPM of the query can bind",
+                                 line, column)
+
+
+def _find_var(text: str, body: str, body_pos: Pos, var: str) -> tuple[int, int]:
+    """Line and column of ``?var`` inside a GPM body (for error messages)."""
+    for sigil in "?$":
+        at = body.find(sigil + var)
+        if at >= 0:
+            before = body[:at]
+            if "\n" in before:
+                return body_pos.line + before.count("\n"), len(before) - before.rfind("\n")
+            return body_pos.line, body_pos.column + len(before)
+    return body_pos.line, body_pos.column
+
+
+def _positive_gpms(atoms, gpms) -> list[GpmPattern]:
+    out: list[GpmPattern] = []
+    for atom in atoms:
+        if isinstance(atom, GpmRef) and atom.suffix == NEGATION:
+            continue
+        for name, _ in _atom_names(atom):
+            if gpms[name] not in out:
+                out.append(gpms[name])
+    return out
+
+
+def _check_partition(query: Query, positive: list[GpmPattern]) -> None:
+    for var in query.partition_by:
+        for gpm in positive:
+            if var not in gpm.bindable:
+                pos = query.partition_pos
+                raise QueryError(f"PARTITION BY ?{var}: GPM {gpm.name} does not bind it "
+                                 "(every positive GPM must)", pos.line, pos.column)
+
+
+def _matcher(atom, index: int, gpms: dict[str, GpmPattern]) -> AtomMatcher:
+    if isinstance(atom, GpmRef):
+        return AtomMatcher(SINGLE, (gpms[atom.name],), index)
+    operands = [gpms[n] for n in atom.names]
+    if isinstance(atom, Conjunction):
+        return AtomMatcher(CONJUNCTION, tuple(_dependency_order(operands)), index)
+    return AtomMatcher(DISJUNCTION, tuple(operands), index)
+
+
+def _dependency_order(operands: list[GpmPattern]) -> list[GpmPattern]:
+    """Conjunction operands, each after the operands whose variables its FILTERs read."""
+    ordered: list[GpmPattern] = []
+    pending = list(operands)
+    while pending:
+        for gpm in pending:
+            needs = set(gpm.filter_vars) - gpm.bindable
+            if not any(needs & other.bindable for other in pending if other is not gpm):
+                break
+        else:
+            gpm = pending[0]   # a cycle: keep the written order
+        ordered.append(gpm)
+        pending.remove(gpm)
+    return ordered
+
+
+def _build_automaton(query: Query, gpms: dict[str, GpmPattern]) -> Automaton:
+    """One state per positive atom, plus the initial state; see nfa.py."""
+    seq = query.sequence
+    atoms, ops = seq.atoms, seq.ops
+
+    def op_before(j: int) -> str:
+        if j > 0:
+            return ops[j - 1]
+        return ops[0] if ops else NEXT
+
+    def is_negated(j):
+        return isinstance(atoms[j], GpmRef) and atoms[j].suffix == NEGATION
+
+    def is_optional(j):
+        return isinstance(atoms[j], GpmRef) and atoms[j].suffix == OPTIONAL
+
+    for j, atom in enumerate(atoms):
+        if is_negated(j) and all(is_negated(i) or is_optional(i) for i in range(j)):
+            raise QueryError(f"{atom.name}! cannot open the sequence: a negation needs a positive "
+                             "atom before it", atom.pos.line, atom.pos.column)
+    initial = State(0, "start")
+    states = [initial]
+    after: dict[int, State] = {}
+    for j, atom in enumerate(atoms):
+        if is_negated(j):
+            continue
+        label = " ".join(_label(a) for a in atoms[:j + 1])
+        state = State(len(states), label)
+        if isinstance(atom, GpmRef) and atom.suffix == KLEENE:
+            state.kleene_atom = j
+        after[j] = state
+        states.append(state)
+
+    window = query.window
+    for source_index, state in [(-1, initial)] + sorted(after.items()):
+        guards: list[GpmPattern] = []
+        j = source_index + 1
+        ended = True
+        while j < len(atoms):
+            atom = atoms[j]
+            matcher = _matcher(atom, j, gpms)
+            if is_negated(j):
+                guards.append(gpms[atom.name])
+            elif is_optional(j):
+                state.edges.append(Edge(matcher, op_before(j), after[j], tuple(guards)))
+                if source_index >= 0:
+                    guards.append(gpms[atom.name])
+            else:
+                state.edges.append(Edge(matcher, op_before(j), after[j], tuple(guards)))
+                ended = False
+                break
+            j += 1
+        if ended and state is not initial:
+            state.accepting = True
+            state.final_guards = tuple(guards)
+            if guards and window is None:
+                last = atoms[-1]
+                raise QueryError("a negation or optional atom at the end of the sequence needs a "
+                                 "WITHIN window (it is checked until the window closes)",
+                                 last.pos.line, last.pos.column)
+        if state.kleene_atom is not None:
+            j = state.kleene_atom
+            loop_op = ops[j - 1] if j > 0 else (ops[0] if ops else NEXT)
+            state.edges.insert(0, Edge(_matcher(atoms[j], j, gpms), loop_op, state, (), loop=True))
+    for state in states:
+        for i, edge in enumerate(state.edges):
+            edge.index = i
+    return Automaton(initial, states, window.seconds if window else None,
+                     bool(window and window.tumbling))
+
+
+def _label(atom) -> str:
+    if isinstance(atom, GpmRef):
+        return atom.name + atom.suffix
+    sep = " & " if isinstance(atom, Conjunction) else " | "
+    return "(" + sep.join(atom.names) + ")"
+
+
+def _kleene_locals(atoms, gpms) -> dict[int, frozenset[str]]:
+    """Variables first bound inside each Kleene atom (semantics.md section 4)."""
+    bound: set[str] = set()
+    local: dict[int, frozenset[str]] = {}
+    for j, atom in enumerate(atoms):
+        if isinstance(atom, GpmRef) and atom.suffix == NEGATION:
+            continue
+        names = [n for n, _ in _atom_names(atom)]
+        binds = set().union(*(gpms[n].bindable for n in names))
+        if isinstance(atom, GpmRef) and atom.suffix == KLEENE:
+            local[j] = frozenset(binds - bound)
+        bound |= binds
+    return local
+
+
+def _projection(query: Query, gpms: dict[str, GpmPattern], warnings: list[str]) -> list:
+    if query.construct is not None:
+        return []
+    if query.select_star:
+        seen: dict[str, None] = {}
+        for gpm in gpms.values():
+            for var in sorted(gpm.bindable):
+                seen.setdefault(var)
+        return list(seen)
+    bindable = set().union(*(g.bindable for g in gpms.values()))
+    for item in query.select:
+        var = item.var if isinstance(item, Aggregate) else item
+        if var is not None and var not in bindable:
+            warnings.append(f"SELECT ?{var}: no GPM binds it, so it is always unbound")
+    return list(query.select)

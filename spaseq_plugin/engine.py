@@ -1,0 +1,180 @@
+"""The Python API: compile a query, push events, get results.
+
+>>> from spaseq_plugin import Engine
+>>> engine = Engine('''
+...   PREFIX : <http://example/>
+...   SELECT ?x ?y WITHIN 10 SECONDS
+...   FROM STREAM S <http://example.org/s>
+...   WHERE { SEQ (A ; B)
+...     DEFINE GPM A ON S { ?x :kind "a" }
+...     DEFINE GPM B ON S { ?y :kind "b" } }''')
+>>> import pyoxigraph as ox
+>>> kind = ox.NamedNode("http://example/kind")
+>>> def event(name, kind_value, time):
+...     return [ox.Triple(ox.NamedNode("http://example/" + name), kind, ox.Literal(kind_value))]
+>>> engine.push("http://example.org/s", 1, event("a1", "a", 1))
+[]
+>>> engine.push("http://example.org/s", 2, event("b1", "b", 2))
+[]
+>>> [(r.time, r.bindings["x"].value, r.bindings["y"].value) for r in engine.close()]
+[(2, 'http://example/a1', 'http://example/b1')]
+
+Results of a timestamp are final once a later timestamp arrives (or at
+:meth:`close`), because simultaneous events may still complete them.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Callable, Iterable, Iterator
+
+import pyoxigraph as ox
+
+from .compiler import CompiledQuery, compile_query
+from .errors import EventError
+from .events import Event, Time
+from .gpm_oxigraph import GpmEvaluator, OxigraphEvaluator
+from .kb import KnowledgeBase
+from .results import Projector, Result
+from .runtime import Match, Runtime
+
+
+@dataclass
+class RunStats:
+    """What a run did: shown in the CLI's summary."""
+    events: int = 0
+    triples: int = 0
+    rejected: int = 0
+    matches: int = 0
+    results: int = 0
+    peak_runs: int = 0
+    rejections: list[EventError] = field(default_factory=list)
+
+
+class Engine:
+    """One continuous SPASEQ query.
+
+    ``query`` is SPASEQ text or a :class:`CompiledQuery`; ``kb`` the
+    background knowledge base for GRAPH clauses; ``on_result`` an optional
+    callback called with every :class:`Result` as it is produced.
+    """
+
+    def __init__(self, query: str | CompiledQuery, kb: KnowledgeBase | None = None,
+                 evaluator: GpmEvaluator | None = None,
+                 on_result: Callable[[Result], None] | None = None,
+                 start: Time | None = None):
+        self.compiled = compile_query(query) if isinstance(query, str) else query
+        self.kb = kb
+        self.evaluator = evaluator or OxigraphEvaluator(kb)
+        self.projector = Projector(self.compiled)
+        self.stats = RunStats()
+        self.on_result = on_result
+        self._out: list[Result] = []
+        self.runtime = Runtime(self.compiled, self.evaluator, self._on_match, start)
+        self._batch: list[Event] = []
+        self._time: Time | None = None
+        self._last_per_stream: dict[str, Time] = {}
+        self._kind: bool | None = None
+
+    @property
+    def warnings(self) -> list[str]:
+        out = list(self.compiled.warnings)
+        if self.kb is not None:
+            for iri in self.kb.missing_graphs(self.compiled.kb_graphs):
+                out.append(f"the KB has no graph <{iri}>: GRAPH <{iri}> matches nothing")
+        elif self.compiled.kb_graphs:
+            out.append("GRAPH clauses are used but no KB is given: they match nothing")
+        return out
+
+    # -- input -----------------------------------------------------------
+
+    def push(self, stream: str, time: Time, triples: Iterable[ox.Triple] | object,
+             *, is_datetime: bool = False) -> list[Result]:
+        """Push one event: a stream IRI, a timestamp (seconds), its triples.
+
+        ``triples`` may be pyoxigraph Triples or an rdflib Graph.  Returns
+        the results that became final.
+        """
+        return self.push_event(Event(stream, time, _as_triples(triples), is_datetime=is_datetime))
+
+    def push_event(self, event: Event) -> list[Result]:
+        """Push one :class:`Event`; a bad one is rejected (counted, kept in stats)."""
+        problem = self._check(event)
+        if problem is not None:
+            self.reject(EventError(problem, event.position))
+            return self._drain()
+        if event.stream not in self.compiled.streams:
+            return self._drain()            # not in this query's streamset
+        self._last_per_stream[event.stream] = event.time
+        self.stats.events += 1
+        self.stats.triples += len(event.triples)
+        if self._time is not None and event.time != self._time:
+            self._flush_batch()
+        self._time = event.time
+        self._batch.append(event)
+        return self._drain()
+
+    def reject(self, error: EventError) -> None:
+        self.stats.rejected += 1
+        self.stats.rejections.append(error)
+
+    def close(self) -> list[Result]:
+        """End of input: finish the last timestamp and emit pending matches."""
+        self._flush_batch()
+        self.runtime.finish()
+        return self._drain()
+
+    def run(self, items: Iterable[Event | EventError]) -> Iterator[Result]:
+        """Evaluate over a whole time-ordered input, yielding results as they come."""
+        for item in items:
+            if isinstance(item, EventError):
+                self.reject(item)
+                continue
+            yield from self.push_event(item)
+        yield from self.close()
+
+    # -- internals ---------------------------------------------------------
+
+    def _check(self, event: Event) -> str | None:
+        if self._kind is not None and event.is_datetime != self._kind and \
+                event.stream in self.compiled.streams:
+            return "timestamp kind differs from the stream set's (numbers vs xsd:dateTime)"
+        last = self._last_per_stream.get(event.stream)
+        if last is not None:
+            if event.time == last:
+                return f"duplicate event: stream <{event.stream}> already has an event at {event.time}"
+            if event.time < last:
+                return f"out of order: stream <{event.stream}> is already at {last}, this event is at {event.time}"
+        if self._time is not None and event.time < self._time:
+            return f"out of order: the stream set is already at {self._time}, this event is at {event.time}"
+        if event.stream in self.compiled.streams:
+            self._kind = event.is_datetime
+        return None
+
+    def _flush_batch(self) -> None:
+        if self._batch:
+            batch, self._batch = self._batch, []
+            self.runtime.process_batch(batch[0].time, batch)
+            self.stats.peak_runs = max(self.stats.peak_runs, self.runtime.peak_runs)
+
+    def _on_match(self, match: Match) -> None:
+        self.stats.matches += 1
+        result = self.projector.project(match)
+        if result is None:
+            return
+        self.stats.results += 1
+        if self.on_result is not None:
+            self.on_result(result)
+        self._out.append(result)
+
+    def _drain(self) -> list[Result]:
+        out, self._out = self._out, []
+        return out
+
+
+def _as_triples(data) -> tuple[ox.Triple, ...]:
+    if hasattr(data, "triples") and hasattr(data, "namespace_manager"):   # an rdflib Graph
+        from .rdflib_terms import rdflib_to_ox
+        return tuple(ox.Triple(rdflib_to_ox(s), rdflib_to_ox(p), rdflib_to_ox(o))
+                     for s, p, o in data)
+    return tuple(data)

@@ -1,0 +1,186 @@
+"""Graph pattern matching expressions (GPMs): what the compiler knows of one.
+
+A GPM body is a SPARQL 1.1 group graph pattern.  pyoxigraph checks its
+syntax (its errors are mapped back to the query's line and column) and
+rdflib's algebra gives its structure: which variables it mentions, which it
+can bind, which its FILTERs read, which KB graphs it names.  Nothing here
+evaluates a pattern; evaluators (``gpm_oxigraph`` and later ones) do.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import pyoxigraph as ox
+from rdflib.plugins.sparql import prepareQuery
+from rdflib.plugins.sparql.parserutils import CompValue
+from rdflib.term import URIRef, Variable
+
+from .errors import QueryError
+from .syntax import GpmDef, Pos, Query
+
+_OXIGRAPH_ERROR = re.compile(r"error at (\d+):(\d+): (.*)", re.S)
+
+
+@dataclass(eq=False)
+class GpmPattern:
+    """A GPM as the engine uses it.
+
+    ``mentioned``: every variable in the body (what a run's mapping is
+    restricted to before it is injected).  ``bindable``: variables the body
+    can bind.  ``filter_vars``: variables FILTER expressions read.
+    ``kb_graphs``: IRIs named by ``GRAPH <iri>``; ``kb_graph_var``: the body
+    has ``GRAPH ?g``.
+    """
+
+    name: str
+    streams: frozenset[str]
+    body: str
+    prologue: str
+    pos: Pos
+    mentioned: frozenset[str] = frozenset()
+    bindable: frozenset[str] = frozenset()
+    filter_vars: dict[str, None] = field(default_factory=dict)
+    kb_graphs: frozenset[str] = frozenset()
+    kb_graph_var: bool = False
+
+    def __hash__(self) -> int:
+        return id(self)
+
+    @property
+    def uses_kb(self) -> bool:
+        return bool(self.kb_graphs) or self.kb_graph_var
+
+    def __repr__(self) -> str:
+        return f"GPM {self.name}"
+
+
+def analyse_gpm(query: Query, gdef: GpmDef, stream_iris: frozenset[str]) -> GpmPattern:
+    """Check a GPM body's SPARQL syntax and work out its variables."""
+    prologue = query.prologue()
+    _check_syntax(prologue, gdef)
+    header = prologue + " SELECT * WHERE {"
+    try:
+        algebra = prepareQuery(header + gdef.body + "\n}").algebra
+    except Exception as e:  # rdflib is stricter than oxigraph in a few corners
+        raise QueryError(f"GPM {gdef.name}: cannot analyse its pattern: {e}",
+                         gdef.body_pos.line, gdef.body_pos.column) from None
+    walker = _VariableWalker()
+    walker.pattern(algebra["p"]["p"])
+    return GpmPattern(
+        name=gdef.name, streams=stream_iris, body=gdef.body, prologue=prologue, pos=gdef.pos,
+        mentioned=frozenset(walker.mentioned), bindable=frozenset(walker.bindable),
+        filter_vars=walker.filter_vars, kb_graphs=frozenset(walker.graphs),
+        kb_graph_var=walker.graph_var)
+
+
+def _check_syntax(prologue: str, gdef: GpmDef) -> None:
+    header = prologue + " SELECT * WHERE {"
+    try:
+        ox.Store().query(header + gdef.body + "\n}")
+    except SyntaxError as e:
+        message = str(e)
+        match = _OXIGRAPH_ERROR.match(message)
+        line, column = gdef.body_pos.line, gdef.body_pos.column
+        if match:
+            err_line, err_col, message = int(match[1]), int(match[2]), match[3]
+            if err_line == 1:
+                column = max(gdef.body_pos.column, gdef.body_pos.column + err_col - 1 - len(header))
+            else:
+                line, column = gdef.body_pos.line + err_line - 1, err_col
+        message = message.split("\n")[0]
+        if len(message) > 160:
+            message = message[:160] + "..."
+        raise QueryError(f"GPM {gdef.name}: SPARQL syntax error: {message}", line, column) from None
+
+
+class _VariableWalker:
+    """Collects variable roles from an rdflib algebra tree."""
+
+    def __init__(self):
+        self.mentioned: set[str] = set()
+        self.bindable: set[str] = set()
+        self.filter_vars: dict[str, None] = {}
+        self.graphs: set[str] = set()
+        self.graph_var = False
+
+    def pattern(self, node, binding: bool = True) -> None:
+        if isinstance(node, Variable):
+            self.mentioned.add(str(node))
+            if binding:
+                self.bindable.add(str(node))
+            return
+        if isinstance(node, (list, tuple)):
+            for item in node:
+                self.pattern(item, binding)
+            return
+        if not isinstance(node, CompValue):
+            return
+        name = node.name
+        if name in ("BGP",):
+            for triple in node.triples:
+                for term in triple:
+                    self._path_term(term, binding)
+        elif name == "Filter":
+            self.expression(node.expr)
+            self.pattern(node.p, binding)
+        elif name == "Extend":
+            self.expression(node.expr, record_filter=False)
+            self.pattern(node.var, binding)
+            self.pattern(node.p, binding)
+        elif name == "LeftJoin":
+            self.pattern(node.p1, binding)
+            self.pattern(node.p2, binding)
+            if node.expr is not None and getattr(node.expr, "name", "") != "TrueFilter":
+                self.expression(node.expr)
+        elif name == "Minus":
+            self.pattern(node.p1, binding)
+            self.pattern(node.p2, False)
+        elif name == "Graph":
+            term = node.term
+            if isinstance(term, Variable):
+                self.graph_var = True
+                self.pattern(term, binding)
+            elif isinstance(term, URIRef):
+                self.graphs.add(str(term))
+            self.pattern(node.p, binding)
+        elif name in ("values", "ToMultiSet") and "res" in node:
+            for row in node.res:
+                for var in row:
+                    self.pattern(var, binding)
+        elif name == "Project":
+            for var in node.PV:
+                self.pattern(var, binding)
+            self.pattern(node.p, False)
+        else:
+            for key, value in node.items():
+                if key.startswith("_"):
+                    continue
+                if key in ("expr",):
+                    self.expression(value, record_filter=False)
+                else:
+                    self.pattern(value, binding)
+
+    def _path_term(self, term, binding: bool) -> None:
+        if isinstance(term, Variable):
+            self.pattern(term, binding)
+
+    def expression(self, expr, record_filter: bool = True) -> None:
+        if isinstance(expr, Variable):
+            self.mentioned.add(str(expr))
+            if record_filter:
+                self.filter_vars[str(expr)] = None
+            return
+        if isinstance(expr, (list, tuple)):
+            for item in expr:
+                self.expression(item, record_filter)
+            return
+        if not isinstance(expr, CompValue):
+            return
+        if expr.name in ("Builtin_EXISTS", "Builtin_NOTEXISTS"):
+            self.pattern(expr.graph, False)
+            return
+        for key, value in expr.items():
+            if not key.startswith("_"):
+                self.expression(value, record_filter)

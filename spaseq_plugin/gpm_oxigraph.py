@@ -1,0 +1,125 @@
+"""The general GPM evaluator: SPARQL over the event graph, by pyoxigraph.
+
+semantics.md section 2: GPM ``P`` is evaluated on an event for a run with
+mapping μ as the SPARQL query ``SELECT * WHERE { VALUES μ  P }``.  Runs
+waiting on the same GPM are evaluated together: their mappings become rows
+of one VALUES block with a row-number column, which is the union of the
+one-row queries (a join distributes over the union of its left rows), so an
+event costs one query per GPM, not one per run.
+
+The event is loaded once into a reserved named graph of a working store
+that also holds the KB's named graphs; queries take the event graph as
+their default graph and the KB graphs as their named graphs, so ``GRAPH``
+clauses join the KB inside the same SPARQL evaluation.
+
+SPARQL VALUES cannot hold blank nodes, so the event's blank nodes are
+replaced by skolem IRIs in the working store and turned back on the way out.
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Protocol, Sequence
+
+import pyoxigraph as ox
+
+from .events import Event
+from .gpm import GpmPattern
+from .kb import KnowledgeBase
+
+Term = ox.NamedNode | ox.BlankNode | ox.Literal
+Solution = dict[str, Term]
+
+EVENT_GRAPH = ox.NamedNode("urn:spaseq:event")
+_SKOLEM = "urn:spaseq:bnode:"
+_ROW = "__spaseq_row"
+
+
+class GpmEvaluator(Protocol):
+    """Evaluates GPMs on events; the engine's only way to match a pattern."""
+
+    def evaluate(self, gpm: GpmPattern, event: Event,
+                 mappings: Sequence[Mapping[str, Term]]) -> list[list[Solution]]:
+        """For each mapping, the solutions of ``gpm`` on ``event`` compatible with it."""
+
+
+class OxigraphEvaluator:
+    """Evaluates any GPM with pyoxigraph (see the module docstring)."""
+
+    def __init__(self, kb: KnowledgeBase | None = None):
+        if kb is None:
+            self._store = ox.Store()
+        elif kb.on_disk:
+            # A read-only on-disk store cannot take the event graph: work on a copy.
+            self._store = ox.Store()
+            self._store.bulk_extend(kb.store.quads_for_pattern(None, None, None, None))
+        else:
+            self._store = kb.store
+        self._named_graphs = [g for g in self._store.named_graphs() if g != EVENT_GRAPH]
+        self._event: Event | None = None
+        self._texts: dict[tuple, str] = {}
+
+    def _load(self, event: Event) -> None:
+        if self._event is event:
+            return
+        self._store.clear_graph(EVENT_GRAPH)
+        self._store.extend(ox.Quad(_skolem(t.subject), t.predicate, _skolem(t.object), EVENT_GRAPH)
+                           for t in event.triples)
+        self._event = event
+
+    def evaluate(self, gpm: GpmPattern, event: Event,
+                 mappings: Sequence[Mapping[str, Term]]) -> list[list[Solution]]:
+        self._load(event)
+        columns = sorted({v for m in mappings for v in m if v in gpm.mentioned})
+        results: list[list[Solution]] = [[] for _ in mappings]
+        if not columns:
+            # No injected bindings: one evaluation serves every mapping.
+            solutions = [_solution(s, gpm) for s in self._run(self._text(gpm, ()))]
+            return [list(solutions) for _ in mappings]
+        rows = " ".join(
+            "(" + str(i) + " " + " ".join(_sparql(m.get(c)) for c in columns) + ")"
+            for i, m in enumerate(mappings))
+        text = self._text(gpm, tuple(columns)).replace("%ROWS%", rows, 1)
+        for solution in self._run(text):
+            results[int(solution[_ROW].value)].append(_solution(solution, gpm))
+        return results
+
+    def _run(self, text: str):
+        return self._store.query(text, default_graph=EVENT_GRAPH, named_graphs=self._named_graphs)
+
+    def _text(self, gpm: GpmPattern, columns: tuple[str, ...]) -> str:
+        key = (gpm, columns)
+        text = self._texts.get(key)
+        if text is None:
+            values = ""
+            if columns:
+                values = f"VALUES (?{_ROW} {' '.join('?' + c for c in columns)}) {{ %ROWS% }}\n"
+            text = f"{gpm.prologue}\nSELECT * WHERE {{ {values}{gpm.body}\n}}"
+            self._texts[key] = text
+        return text
+
+
+def _skolem(term):
+    if isinstance(term, ox.BlankNode):
+        return ox.NamedNode(_SKOLEM + term.value)
+    return term
+
+
+def _unskolem(term):
+    if isinstance(term, ox.NamedNode) and term.value.startswith(_SKOLEM):
+        return ox.BlankNode(term.value[len(_SKOLEM):])
+    return term
+
+
+def _sparql(term: Term | None) -> str:
+    if term is None:
+        return "UNDEF"
+    return str(_skolem(term))
+
+
+def _solution(solution: ox.QuerySolution, gpm: GpmPattern) -> Solution:
+    out: Solution = {}
+    for var in gpm.mentioned:
+        value = solution[var]
+        if value is not None:
+            out[var] = _unskolem(value)
+    return out

@@ -1,0 +1,120 @@
+"""Result writers for the command line: jsonl, csv, tsv, json, trig."""
+
+from __future__ import annotations
+
+import csv
+import json
+from typing import IO
+
+import pyoxigraph as ox
+
+from .events import PROV_GENERATED_AT, format_time, time_literal
+from .results import Result, term_to_json
+
+FORMATS = ("jsonl", "csv", "tsv", "json", "trig")
+
+
+class Writer:
+    """Writes results one at a time; :meth:`close` completes the document."""
+
+    def __init__(self, out: IO[str], variables: list[str], with_events: bool = False):
+        self.out = out
+        self.variables = variables
+        self.with_events = with_events
+
+    def write(self, result: Result) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        self.out.flush()
+
+
+def _events_json(result: Result) -> list[dict]:
+    return [{"stream": e.stream, "time": format_time(e.time, e.is_datetime),
+             **({"graph": str(e.name)} if e.name is not None else {})} for e in result.events]
+
+
+class JsonLinesWriter(Writer):
+    """One JSON object per line: ``{"time": T, "bindings": {var: term}}``."""
+
+    def write(self, result: Result) -> None:
+        row = {"time": format_time(result.time, result.is_datetime),
+               "bindings": {k: term_to_json(v) for k, v in (result.bindings or {}).items()}}
+        if result.triples is not None:
+            row["triples"] = [str(t) + " ." for t in result.triples]
+        if self.with_events:
+            row["events"] = _events_json(result)
+        self.out.write(json.dumps(row, ensure_ascii=False) + "\n")
+
+
+class DelimitedWriter(Writer):
+    """CSV (plain values, as SPARQL 1.1 CSV results) or TSV (N-Triples terms)."""
+
+    def __init__(self, out, variables, with_events=False, tsv: bool = False):
+        super().__init__(out, variables, with_events)
+        self.tsv = tsv
+        if tsv:
+            out.write("\t".join(["?time"] + ["?" + v for v in variables]) + "\n")
+        else:
+            self.csv = csv.writer(out, lineterminator="\r\n")
+            self.csv.writerow(["time"] + variables)
+
+    def write(self, result: Result) -> None:
+        bindings = result.bindings or {}
+        time = format_time(result.time, result.is_datetime)
+        if self.tsv:
+            cells = [str(time_literal(result.time, result.is_datetime))]
+            cells += [str(bindings[v]) if v in bindings else "" for v in self.variables]
+            self.out.write("\t".join(cells) + "\n")
+        else:
+            cells = [str(time)] + [_plain(bindings.get(v)) for v in self.variables]
+            self.csv.writerow(cells)
+
+
+def _plain(term) -> str:
+    if term is None:
+        return ""
+    if isinstance(term, ox.BlankNode):
+        return "_:" + term.value
+    return term.value
+
+
+class SparqlJsonWriter(Writer):
+    """One SPARQL 1.1 JSON results document; each binding also has ``?time``."""
+
+    def __init__(self, out, variables, with_events=False):
+        super().__init__(out, variables, with_events)
+        self.rows = []
+
+    def write(self, result: Result) -> None:
+        row = {k: term_to_json(v) for k, v in (result.bindings or {}).items()}
+        row["time"] = term_to_json(time_literal(result.time, result.is_datetime))
+        self.rows.append(row)
+
+    def close(self) -> None:
+        doc = {"head": {"vars": ["time"] + self.variables}, "results": {"bindings": self.rows}}
+        json.dump(doc, self.out, ensure_ascii=False, indent=1)
+        self.out.write("\n")
+        super().close()
+
+
+class TrigWriter(Writer):
+    """CONSTRUCT results as graph events: a stream file another query can read."""
+
+    def write(self, result: Result) -> None:
+        graph = result.graph
+        stamp = ox.Quad(graph, PROV_GENERATED_AT, time_literal(result.time, result.is_datetime))
+        quads = [stamp] + [ox.Quad(t.subject, t.predicate, t.object, graph) for t in result.triples or ()]
+        self.out.write(ox.serialize(quads, format=ox.RdfFormat.TRIG).decode())
+
+
+def make_writer(fmt: str, out: IO[str], variables: list[str], with_events: bool = False) -> Writer:
+    if fmt == "jsonl":
+        return JsonLinesWriter(out, variables, with_events)
+    if fmt in ("csv", "tsv"):
+        return DelimitedWriter(out, variables, with_events, tsv=fmt == "tsv")
+    if fmt == "json":
+        return SparqlJsonWriter(out, variables, with_events)
+    if fmt == "trig":
+        return TrigWriter(out, variables, with_events)
+    raise ValueError(f"unknown format {fmt}")

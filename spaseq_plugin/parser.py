@@ -1,0 +1,210 @@
+"""Query text -> :class:`~spaseq_plugin.syntax.Query`.
+
+lark parses the SPASEQ skeleton (``spaseq.lark``); GPM bodies and CONSTRUCT
+templates are kept as source text for SPARQL.  Syntax errors become
+:class:`QueryError` with line and column.
+"""
+
+from __future__ import annotations
+
+from functools import lru_cache
+from importlib import resources
+
+import lark
+from lark import Token, Tree
+
+from .errors import QueryError
+from .syntax import (
+    TIME_UNITS, Aggregate, Conjunction, Disjunction, GpmDef, GpmRef, Pos, Query,
+    Sequence, StreamDecl, Window,
+)
+
+
+@lru_cache(maxsize=1)
+def _lark() -> lark.Lark:
+    grammar = resources.files(__package__).joinpath("spaseq.lark").read_text()
+    return lark.Lark(grammar, parser="lalr", lexer="contextual", propagate_positions=True,
+                     maybe_placeholders=False)
+
+
+_TOKEN_NAMES = {
+    "SEP": "a sequence operator (, ; :)", "NAME": "a name", "VAR": "a variable",
+    "IRIREF": "an IRI", "LPAR": "'('", "RPAR": "')'", "LBRACE": "'{'", "RBRACE": "'}'",
+    "_WHERE": "WHERE", "_FROM": "FROM STREAM", "_WITHIN": "WITHIN", "_SEQ": "SEQ",
+    "_DEFINE": "DEFINE GPM", "_SELECT": "SELECT", "_CONSTRUCT": "CONSTRUCT",
+    "NUMBER": "a number", "TIME_UNIT": "a time unit (SECONDS, MINUTES, ...)",
+    "AMPERSAND": "'&'", "VBAR": "'|'", "SUFFIX": "+ ? or !", "PNAME_NS": "a prefix name",
+    "_PREFIX": "PREFIX", "_PARTITION": "PARTITION BY", "STAR": "'*'", "_ON": "ON",
+}
+
+
+def _expected(names) -> str:
+    shown = sorted({_TOKEN_NAMES.get(n, n) for n in names})
+    return ", ".join(shown[:8]) + (" ..." if len(shown) > 8 else "")
+
+
+def parse_query(text: str) -> Query:
+    """Parse SPASEQ text.  Raises :class:`QueryError` naming line and column."""
+    try:
+        tree = _lark().parse(text)
+    except lark.UnexpectedCharacters as e:
+        raise QueryError(f"unexpected character {text[e.pos_in_stream]!r}; expected "
+                         f"{_expected(e.allowed)}", e.line, e.column) from None
+    except lark.UnexpectedToken as e:
+        if e.token.type == "$END":
+            raise QueryError("the query ends too early; expected " + _expected(e.expected),
+                             e.line if e.line != -1 else text.count("\n") + 1,
+                             e.column if e.column != -1 else 1) from None
+        raise QueryError(f"unexpected {e.token.value!r}; expected {_expected(e.expected)}",
+                         e.line, e.column) from None
+    except lark.UnexpectedEOF as e:
+        raise QueryError("the query ends too early; expected " + _expected(e.expected),
+                         text.count("\n") + 1, 1) from None
+    return _Builder(text).build(tree)
+
+
+def _pos(node: Tree | Token) -> Pos:
+    if isinstance(node, Token):
+        return Pos(node.line, node.column)
+    return Pos(node.meta.line, node.meta.column)
+
+
+class _Builder:
+    def __init__(self, text: str):
+        self.text = text
+        self.prefixes: dict[str, str] = {}
+        self.base: str | None = None
+        self.warnings: list[str] = []
+
+    def build(self, tree: Tree) -> Query:
+        prologue, projection, *clauses, where = tree.children
+        for decl in prologue.children:
+            if decl.data == "prefix_decl":
+                self.prefixes[str(decl.children[0])[:-1]] = str(decl.children[1])[1:-1]
+            else:
+                self.base = str(decl.children[0])[1:-1]
+        select, star, distinct, construct, construct_pos = self._projection(projection.children[0])
+        window, partition, partition_pos, streams = None, [], None, {}
+        for clause in clauses:
+            if clause.data == "within":
+                if window is not None:
+                    raise QueryError("WITHIN is given twice", *self._lc(clause))
+                window = self._window(clause)
+            elif clause.data == "partition":
+                if partition_pos is not None:
+                    raise QueryError("PARTITION BY is given twice", *self._lc(clause))
+                partition = [str(v)[1:] for v in clause.children]
+                partition_pos = _pos(clause)
+            else:
+                alias, iri = clause.children
+                if str(alias) in streams:
+                    raise QueryError(f"stream {alias} is declared twice", alias.line, alias.column)
+                streams[str(alias)] = StreamDecl(str(alias), self._iri(iri), _pos(alias))
+        seq_tree = where.children[0]
+        gpms: dict[str, GpmDef] = {}
+        for gdef in where.children[1:]:
+            gpm = self._gpm(gdef)
+            if gpm.name in gpms:
+                raise QueryError(f"GPM {gpm.name} is defined twice", gpm.pos.line, gpm.pos.column)
+            gpms[gpm.name] = gpm
+        return Query(
+            prefixes=self.prefixes, base=self.base, select=select, select_star=star,
+            distinct=distinct, construct=construct, construct_pos=construct_pos,
+            window=window, partition_by=partition, partition_pos=partition_pos,
+            streams=streams, sequence=self._sequence(seq_tree), gpms=gpms, text=self.text,
+            warnings=self.warnings)
+
+    @staticmethod
+    def _lc(node) -> tuple[int, int]:
+        p = _pos(node)
+        return p.line, p.column
+
+    def _iri(self, token: Token) -> str:
+        if token.type == "IRIREF":
+            return str(token)[1:-1]
+        prefix, _, local = str(token).partition(":")
+        if prefix not in self.prefixes:
+            raise QueryError(f"prefix {prefix}: is not declared", token.line, token.column)
+        return self.prefixes[prefix] + local
+
+    def _projection(self, node: Tree):
+        if node.data == "construct":
+            braced = node.children[0]
+            body, body_pos = self._braced_text(braced)
+            return None, False, False, body, body_pos
+        distinct = False
+        items: list = []
+        star = False
+        for child in node.children:
+            if isinstance(child, Tree) and child.data == "distinct":
+                distinct = True
+            elif isinstance(child, Token) and child.type == "STAR":
+                star = True
+            else:
+                items.append(self._select_item(child))
+        return (None if star else items), star, distinct, None, None
+
+    def _select_item(self, item: Tree) -> str | Aggregate:
+        first = item.children[0]
+        if isinstance(first, Token):
+            return str(first)[1:]
+        agg, alias = item.children
+        func = str(agg.children[0]).upper()
+        distinct = any(isinstance(c, Tree) and c.data == "distinct" for c in agg.children)
+        target = next(c for c in agg.children[1:] if isinstance(c, Token))
+        separator = " "
+        for c in agg.children:
+            if isinstance(c, Tree) and c.data == "separator":
+                separator = _unquote(str(c.children[0]))
+        if target.type == "STAR" and func != "COUNT":
+            raise QueryError(f"{func}(*) is not allowed; only COUNT(*)", target.line, target.column)
+        return Aggregate(func, None if target.type == "STAR" else str(target)[1:], distinct,
+                         separator, str(alias)[1:], _pos(item))
+
+    def _window(self, node: Tree) -> Window:
+        number, unit = node.children[0], node.children[1]
+        scale = TIME_UNITS[str(unit).lower()]
+        seconds = float(number) * scale
+        if seconds <= 0:
+            raise QueryError("the WITHIN window must be longer than zero", number.line, number.column)
+        if seconds == int(seconds):
+            seconds = int(seconds)
+        return Window(seconds, len(node.children) > 2, _pos(node))
+
+    def _sequence(self, node: Tree) -> Sequence:
+        body = node.children[0]
+        atoms, ops = [], []
+        for child in body.children:
+            if isinstance(child, Token):          # SEP
+                ops.append(str(child))
+            elif child.data == "trailing_sep":
+                tok = child.children[0]
+                self.warnings.append(
+                    f"line {tok.line}, column {tok.column}: trailing {tok} before ')' ignored")
+            else:
+                atoms.append(self._atom(child))
+        return Sequence(atoms, ops, _pos(node))
+
+    def _atom(self, node: Tree):
+        if node.data == "gpm_ref":
+            name = node.children[0].children[0]
+            suffix = str(node.children[1]) if len(node.children) > 1 else ""
+            return GpmRef(str(name), suffix, _pos(name))
+        names = [c.children[0] for c in node.children]
+        cls = Conjunction if node.data == "conjunction" else Disjunction
+        return cls([str(n) for n in names], _pos(node), [_pos(n) for n in names])
+
+    def _gpm(self, node: Tree) -> GpmDef:
+        name, *streams, braced = node.children
+        body, body_pos = self._braced_text(braced)
+        return GpmDef(str(name), [str(s) for s in streams], body, _pos(node), body_pos,
+                      [_pos(s) for s in streams])
+
+    def _braced_text(self, braced: Tree) -> tuple[str, Pos]:
+        """Source text between a braced run's braces, and where it starts."""
+        start, end = braced.meta.start_pos, braced.meta.end_pos
+        return self.text[start + 1:end - 1], Pos(braced.meta.line, braced.meta.column + 1)
+
+
+def _unquote(s: str) -> str:
+    return bytes(s[1:-1], "utf-8").decode("unicode_escape")

@@ -1,0 +1,157 @@
+"""Matches -> results (semantics.md section 9).
+
+SELECT projects a match's mapping (a Kleene variable shows its last
+iteration; aggregates run over the iterations of that one match, evaluated
+by pyoxigraph so they follow SPARQL exactly).  CONSTRUCT instantiates its
+template into a new graph event at the match time.
+"""
+
+from __future__ import annotations
+
+import itertools
+from dataclasses import dataclass
+
+import pyoxigraph as ox
+from rdflib.plugins.sparql import prepareQuery
+from rdflib.term import BNode, Variable
+
+from .compiler import CompiledQuery
+from .events import Event, Time
+from .gpm_oxigraph import Term
+from .rdflib_terms import rdflib_to_ox
+from .runtime import Match
+from .syntax import Aggregate
+
+_MATCH_GRAPH = "urn:spaseq:match:"
+
+
+@dataclass(eq=False)
+class Result:
+    """One query answer.
+
+    ``bindings`` (SELECT) maps variable names to terms, unbound ones left
+    out; ``triples`` (CONSTRUCT) is the new event's graph.  ``events`` are
+    the events that made the match.
+    """
+
+    time: Time
+    is_datetime: bool
+    bindings: dict[str, Term] | None
+    triples: list[ox.Triple] | None
+    events: tuple[Event, ...]
+    graph: ox.NamedNode | None = None
+
+
+class Projector:
+    """Turns matches into results for one query."""
+
+    def __init__(self, compiled: CompiledQuery):
+        self.q = compiled
+        self.distinct_seen: set | None = set() if compiled.query.distinct else None
+        self.template = _template(compiled) if compiled.query.construct is not None else None
+        self._count = itertools.count(1)
+        self._agg_store = ox.Store()
+        # Kleene-local variable -> the Kleene atom it belongs to
+        self._local_of = {v: atom for atom, local in compiled.kleene_local.items() for v in local}
+
+    def project(self, match: Match) -> Result | None:
+        """The result of a match, or ``None`` when DISTINCT has seen it."""
+        is_dt = bool(match.events) and match.events[0].is_datetime
+        if self.template is not None:
+            number = next(self._count)
+            triples = self._construct(match.mu, number)
+            return Result(match.time, is_dt, None, triples, match.events,
+                          ox.NamedNode(f"{_MATCH_GRAPH}{number}"))
+        bindings: dict[str, Term] = {}
+        for item in self.q.projection:
+            if isinstance(item, Aggregate):
+                value = self._aggregate(item, match)
+                if value is not None:
+                    bindings[item.alias] = value
+            elif item in match.mu:
+                bindings[item] = match.mu[item]
+        if self.distinct_seen is not None:
+            key = frozenset(bindings.items())
+            if key in self.distinct_seen:
+                return None
+            self.distinct_seen.add(key)
+        return Result(match.time, is_dt, bindings, None, match.events)
+
+    def _values(self, var: str | None, match: Match) -> list[Term]:
+        if var is None:                       # COUNT(*): one row per event of the match
+            return [ox.Literal(str(i)) for i in range(len(match.events))]
+        atom = self._local_of.get(var)
+        if atom is not None:
+            for index, iterations in match.iterations:
+                if index == atom:
+                    return [it[var] for it in iterations if var in it]
+        value = match.mu.get(var)
+        return [] if value is None else [value]
+
+    def _aggregate(self, agg: Aggregate, match: Match) -> Term | None:
+        values = self._values(agg.var, match)
+        rows = " ".join(f"({_sparql_term(v)})" for v in values)
+        arg = ("DISTINCT " if agg.distinct else "") + "?v"
+        if agg.function == "GROUP_CONCAT":
+            arg += f' ; SEPARATOR="{_escape(agg.separator)}"'
+        text = f"SELECT ({agg.function}({arg}) AS ?r) WHERE {{ VALUES (?v) {{ {rows} }} }}"
+        for solution in self._agg_store.query(text):
+            return solution["r"]
+        return None
+
+    def _construct(self, mu: dict[str, Term], number: int) -> list[ox.Triple]:
+        bnodes: dict[str, ox.BlankNode] = {}
+        out = []
+        for triple in self.template:
+            terms = []
+            for term in triple:
+                if isinstance(term, Variable):
+                    value = mu.get(str(term))
+                elif isinstance(term, BNode):
+                    value = bnodes.setdefault(str(term), ox.BlankNode())
+                else:
+                    value = term
+                if value is None:
+                    break
+                terms.append(value)
+            else:
+                s, p, o = terms
+                if isinstance(s, ox.Literal) or not isinstance(p, ox.NamedNode):
+                    continue       # not a valid triple: skipped, as SPARQL CONSTRUCT does
+                out.append(ox.Triple(s, p, o))
+        return out
+
+
+def _template(compiled: CompiledQuery) -> list[tuple]:
+    text = f"{compiled.query.prologue()} CONSTRUCT {{ {compiled.query.construct} }} WHERE {{}}"
+    algebra = prepareQuery(text).algebra
+    return [tuple(_to_ox(t) for t in triple) for triple in algebra.template]
+
+
+def _to_ox(term):
+    """Template terms: variables and blank nodes stay rdflib's, the rest become pyoxigraph's."""
+    return term if isinstance(term, (Variable, BNode)) else rdflib_to_ox(term)
+
+
+def _sparql_term(term: Term) -> str:
+    if isinstance(term, ox.BlankNode):
+        return f"<urn:spaseq:bnode:{term.value}>"
+    return str(term)
+
+
+def _escape(text: str) -> str:
+    return text.replace("\\", "\\\\").replace('"', '\\"')
+
+
+def term_to_json(term: Term) -> dict:
+    """A term as a SPARQL 1.1 JSON results term."""
+    if isinstance(term, ox.NamedNode):
+        return {"type": "uri", "value": term.value}
+    if isinstance(term, ox.BlankNode):
+        return {"type": "bnode", "value": term.value}
+    out = {"type": "literal", "value": term.value}
+    if term.language:
+        out["xml:lang"] = term.language
+    elif term.datatype.value != "http://www.w3.org/2001/XMLSchema#string":
+        out["datatype"] = term.datatype.value
+    return out
