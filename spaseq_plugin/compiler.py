@@ -149,11 +149,11 @@ def _matcher(atom, index: int, gpms: dict[str, GpmPattern]) -> AtomMatcher:
         return AtomMatcher(SINGLE, (gpms[atom.name],), index)
     operands = [gpms[n] for n in atom.names]
     if isinstance(atom, Conjunction):
-        return AtomMatcher(CONJUNCTION, tuple(_dependency_order(operands)), index)
+        return AtomMatcher(CONJUNCTION, tuple(conjunction_order(operands)), index)
     return AtomMatcher(DISJUNCTION, tuple(operands), index)
 
 
-def _dependency_order(operands: list[GpmPattern]) -> list[GpmPattern]:
+def conjunction_order(operands: list[GpmPattern]) -> list[GpmPattern]:
     """Conjunction operands, each after the operands whose variables its FILTERs read."""
     ordered: list[GpmPattern] = []
     pending = list(operands)
