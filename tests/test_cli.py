@@ -1,0 +1,107 @@
+"""The spaseq command as a user runs it."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+
+SPASEQ = [sys.executable, "-m", "spaseq_plugin.cli"]
+
+STREAM = """@prefix : <http://example/> .
+@prefix prov: <http://www.w3.org/ns/prov#> .
+@prefix xsd: <http://www.w3.org/2001/XMLSchema#> .
+:e1 prov:generatedAtTime "2020-01-01T00:00:01Z"^^xsd:dateTime .
+:e1 { :a1 :kind "a" . }
+:e2 prov:generatedAtTime "2020-01-01T00:00:02Z"^^xsd:dateTime .
+:e2 { :b1 :kind "b" ; :oops . }
+:e3 prov:generatedAtTime "2020-01-01T00:00:03Z"^^xsd:dateTime .
+:e3 { :b2 :kind "b" . }
+"""
+
+QUERY = """PREFIX : <http://example/>
+{head}
+WITHIN 1 MINUTE
+FROM STREAM S <http://example.org/s>
+WHERE {{ SEQ (A ; B)
+  DEFINE GPM A ON S {{ ?a :kind "a" }}
+  DEFINE GPM B ON S {{ ?b :kind "b" }} }}
+"""
+
+
+def spaseq(*args, cwd=None):
+    return subprocess.run(SPASEQ + list(args), capture_output=True, text=True, cwd=cwd, timeout=120)
+
+
+@pytest.fixture
+def files(tmp_path):
+    (tmp_path / "s.trig").write_text(STREAM)
+    (tmp_path / "select.rq").write_text(QUERY.format(head="SELECT ?a ?b"))
+    (tmp_path / "construct.rq").write_text(QUERY.format(head="CONSTRUCT { ?a :before ?b }"))
+    return tmp_path
+
+
+def test_run_jsonl_with_a_bad_event_and_dead_letter(files):
+    p = spaseq("run", "select.rq", "--stream", "S=s.trig", "--dead-letter", "dead.jsonl", cwd=files)
+    assert p.returncode == 0, p.stderr
+    rows = [json.loads(line) for line in p.stdout.splitlines()]
+    assert rows == [{"time": "2020-01-01T00:00:03Z", "bindings": {
+        "a": {"type": "uri", "value": "http://example/a1"}, "b": {"type": "uri", "value": "http://example/b2"}}}]
+    dead = [json.loads(line) for line in (files / "dead.jsonl").read_text().splitlines()]
+    assert len(dead) == 1 and dead[0]["position"].endswith("s.trig:7")
+    assert "1 rejected" in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("fmt, expected", [
+    ("csv", "time,a,b\n2020-01-01T00:00:03Z,http://example/a1,http://example/b2\n"),  # CRLF, read as text
+    ("tsv", '?time\t?a\t?b\n"2020-01-01T00:00:03Z"^^<http://www.w3.org/2001/XMLSchema#dateTime>'
+            "\t<http://example/a1>\t<http://example/b2>\n"),
+])
+def test_delimited_formats(files, fmt, expected):
+    p = spaseq("run", "select.rq", "--stream", "S=s.trig", "--format", fmt, "-q", cwd=files)
+    assert p.stdout == expected
+
+
+def test_sparql_json_results(files):
+    p = spaseq("run", "select.rq", "--stream", "S=s.trig", "--format", "json", "-q", cwd=files)
+    doc = json.loads(p.stdout)
+    assert doc["head"]["vars"] == ["time", "a", "b"]
+    assert doc["results"]["bindings"][0]["b"]["value"] == "http://example/b2"
+
+
+def test_construct_output_feeds_another_query(files):
+    p = spaseq("run", "construct.rq", "--stream", "S=s.trig", "-o", "out.trig", "-q", cwd=files)
+    assert p.returncode == 0, p.stderr
+    (files / "again.rq").write_text("""PREFIX : <http://example/>
+        SELECT ?x ?y WITHIN 1 MINUTE FROM STREAM R <http://example.org/r>
+        WHERE { SEQ (A) DEFINE GPM A ON R { ?x :before ?y } }""")
+    p = spaseq("run", "again.rq", "--stream", "R=out.trig", cwd=files)
+    assert p.returncode == 0, p.stderr
+    rows = [json.loads(line) for line in p.stdout.splitlines()]
+    assert [(r["time"], r["bindings"]["y"]["value"]) for r in rows] == [
+        ("2020-01-01T00:00:03Z", "http://example/b2")]
+
+
+def test_query_error_exits_2_with_position(files):
+    (files / "bad.rq").write_text(QUERY.format(head="SELECT ?a").replace("SEQ (A ; B)", "SEQ (A ; C)"))
+    p = spaseq("run", "bad.rq", "--stream", "S=s.trig", cwd=files)
+    assert p.returncode == 2
+    assert "line 5, column 18" in p.stderr and "C" in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("args, words", [
+    (["run", "select.rq", "--stream", "X=s.trig"], "no stream X"),
+    (["run", "select.rq", "--stream", "S=missing.trig"], "no such file"),
+    (["run", "select.rq"], "no input"),
+    (["run", "missing.rq", "--stream", "S=s.trig"], "cannot read query"),
+])
+def test_usage_errors_exit_2(files, args, words):
+    p = spaseq(*args, cwd=files)
+    assert p.returncode == 2 and words in p.stderr and "Traceback" not in p.stderr
+
+
+def test_explain_text_and_dot(files):
+    p = spaseq("explain", "select.rq", cwd=files)
+    assert "x0 [start]" in p.stdout and "skip-till-next" in p.stdout and "window: 60 s" in p.stdout
+    p = spaseq("explain", "select.rq", "--dot", cwd=files)
+    assert p.stdout.startswith("digraph nfa_scep {") and "x1 -> x2" in p.stdout

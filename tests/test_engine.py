@@ -1,0 +1,170 @@
+"""The NFA engine on hand-made streams, one operator or rule at a time
+(the acceptance cases and the differential tests cover the rest)."""
+
+import pyoxigraph as ox
+import pytest
+import rdflib
+
+from spaseq_plugin import Engine, EventError, KnowledgeBase
+
+from helpers import PREFIX, event, rows, run
+
+ONE_STREAM = "FROM STREAM S <http://example.org/s>\n"
+
+
+def kinds(*spec):
+    """'a1@1', 'b2@3' -> events with :kind from the letter."""
+    out = []
+    for item in spec:
+        name, t = item.split("@")
+        out.append(event("s", int(t), f':{name} :kind "{name[0]}" .'))
+    return out
+
+
+def q(seq: str, window="WITHIN 100 SECONDS", select="SELECT *", extra=""):
+    gpms = "".join(f'DEFINE GPM {k.upper()} ON S {{ ?{k} :kind "{k}" . }}\n' for k in "abcd")
+    used = "".join(f'DEFINE GPM {k.upper()} ON S {{ ?{k} :kind "{k}" . }}\n' for k in "abcd" if k.upper() in seq)
+    return f"{select} {window} {extra}\n{ONE_STREAM}WHERE {{ SEQ ({seq})\n{used}}}"
+
+
+def test_negation_between_kills_the_match():
+    got = run(q("A ; B! ; C"), kinds("a1@1", "b1@2", "c1@3", "a2@4", "c2@5"))
+    assert got == [(5, (("a", ":a2"), ("c", ":c2")))]
+
+
+def test_negation_under_skip_till_next_does_not_wait_for_a_later_c():
+    # a1 ; c1 is the first C, and b1 lies between: the run dies, c2 does not rescue it
+    got = run(q("A ; B! ; C"), kinds("a1@1", "b1@2", "c1@3", "c2@4"))
+    assert got == []
+
+
+def test_trailing_negation_is_emitted_at_first_plus_window():
+    got = run(q("A ; B!", window="WITHIN 10 SECONDS"), kinds("a1@1", "a2@5", "b1@12", "a3@20"))
+    # a1: no B in (1, 11] -> match at 11; a2: b1@12 within (5, 15] -> none; a3: input ends -> at 30
+    assert got == [(11, (("a", ":a1"),)), (30, (("a", ":a3"),))]
+
+
+def test_optional_is_b_or_absent_b():
+    got = run(q("A ; B? ; C"), kinds("a1@1", "b1@2", "c1@3"))
+    assert got == [(3, (("a", ":a1"), ("b", ":b1"), ("c", ":c1")))]
+    got = run(q("A ; B? ; C"), kinds("a1@1", "c1@3"))
+    assert got == [(3, (("a", ":a1"), ("c", ":c1")))]
+
+
+def test_disjunction_takes_either():
+    got = run(q("A ; (B | C)"), kinds("a1@1", "c1@2", "b1@3"))
+    assert got == [(2, (("a", ":a1"), ("c", ":c1")))]
+
+
+def test_skip_till_any_kleene_gives_every_subset():
+    got = run(q("C : A+ : B", select="SELECT ?c (COUNT(?a) AS ?n)"),
+              kinds("c1@1", "d1@2", "a1@3", "a2@4", "a3@5", "d2@6", "a4@7", "b1@8"))
+    assert len(got) == 15
+    counts = sorted(int(dict(r[1])["n"].split('"')[1]) for r in got)
+    assert counts == [1] * 4 + [2] * 6 + [3] * 4 + [4]
+
+
+def test_strict_contiguity_kleene_stops_at_a_gap():
+    got = run(q("A , B+", select="SELECT ?a (COUNT(?b) AS ?n)"), kinds("a1@1", "b1@2", "b2@3", "c1@4", "b3@5"))
+    assert [dict(r[1])["n"] for r in got] == ['"1"^^<http://www.w3.org/2001/XMLSchema#integer>',
+                                                '"2"^^<http://www.w3.org/2001/XMLSchema#integer>']
+
+
+def test_window_is_a_span_from_the_first_event():
+    assert run(q("A ; B", window="WITHIN 5 SECONDS"), kinds("a1@1", "b1@6")) == [(6, (("a", ":a1"), ("b", ":b1")))]
+    assert run(q("A ; B", window="WITHIN 5 SECONDS"), kinds("a1@1", "b1@7")) == []
+
+
+def test_tumbling_windows_cut_matches_at_boundaries():
+    got = run(q("A ; B", window="WITHIN 10 SECONDS TUMBLING"), kinds("a1@0", "b1@9", "a2@15", "b2@21"))
+    assert got == [(9, (("a", ":a1"), ("b", ":b1")))]
+
+
+def test_partition_by_judges_contiguity_per_key():
+    events = [event("s", 1, ':a1 :kind "a" ; :loc :L1 .'), event("s", 2, ':a2 :kind "a" ; :loc :L2 .'),
+              event("s", 3, ':b1 :kind "b" ; :loc :L1 .')]
+    text = ('SELECT ?a ?b WITHIN 10 SECONDS {part} FROM STREAM S <http://example.org/s> WHERE {{ SEQ (A , B) '
+            'DEFINE GPM A ON S {{ ?a :kind "a" ; :loc ?l }} DEFINE GPM B ON S {{ ?b :kind "b" ; :loc ?l }} }}')
+    assert run(text.format(part=""), events) == []
+    assert run(text.format(part="PARTITION BY (?l)"), events) == [(3, (("a", ":a1"), ("b", ":b1")))]
+
+
+def test_conjunction_operand_filters_see_earlier_operands():
+    # the paper's Query 5 shape: C's FILTER reads ?v2, which B binds
+    text = ("SELECT ?v1 ?v2 ?v3 WITHIN 60 SECONDS FROM STREAM S1 <http://example.org/s1> "
+            "FROM STREAM S2 <http://example.org/s2> FROM STREAM S3 <http://example.org/s3> "
+            "WHERE { SEQ (A ; (C & B)) DEFINE GPM A ON S1 { ?t :v ?v1 } "
+            "DEFINE GPM B ON S2 { ?t2 :v ?v2 FILTER(?v2 >= ?v1) } DEFINE GPM C ON S3 { ?t3 :v ?v3 FILTER(?v3 >= ?v2) } }")
+    events = [event("s1", 1, ":x :v 3 ."), event("s2", 2, ":y :v 4 ."), event("s3", 2, ":z :v 5 ."),
+              event("s2", 3, ":y :v 6 ."), event("s3", 3, ":z :v 5 .")]
+    got = run(text, events)
+    assert [(t, dict(b)["v3"]) for t, b in got] == [(2, '"5"^^<http://www.w3.org/2001/XMLSchema#integer>')]
+
+
+def test_aggregates_follow_sparql():
+    text = ('SELECT ?c (SUM(?v) AS ?sum) (MAX(?v) AS ?top) (AVG(?v) AS ?avg) WITHIN 60 SECONDS ' + ONE_STREAM +
+            'WHERE { SEQ (C ; A+ ; B) DEFINE GPM C ON S { ?c :kind "c" } DEFINE GPM A ON S { ?a :v ?v } '
+            'DEFINE GPM B ON S { ?b :kind "b" } }')
+    events = [event("s", 1, ':c :kind "c" .'), event("s", 2, ":a1 :v 2 ."), event("s", 3, ":a2 :v 3.5 ."),
+              event("s", 4, ':b :kind "b" .')]
+    got = [dict(b) for _, b in run(text, events)]
+    assert {"sum": '"5.5"^^<http://www.w3.org/2001/XMLSchema#decimal>',
+            "top": '"3.5"^^<http://www.w3.org/2001/XMLSchema#decimal>',
+            "avg": '"2.75"^^<http://www.w3.org/2001/XMLSchema#decimal>'}.items() <= got[1].items()
+
+
+def test_distinct_is_per_query_lifetime():
+    got = run(q("A ; B", select="SELECT DISTINCT ?b"), kinds("a1@1", "a2@2", "b1@3"))
+    assert got == [(3, (("b", ":b1"),))]
+
+
+def test_bad_events_are_rejected_counted_and_the_stream_goes_on():
+    engine = Engine(PREFIX + q("A ; B"))
+    events = kinds("a1@1", "a2@1", "b0@0", "b1@3")          # duplicate τ, then out of order
+    got = rows(engine.run(events))
+    assert got == [(3, (("a", ":a1"), ("b", ":b1")))]
+    assert engine.stats.rejected == 2
+    assert all(isinstance(e, EventError) for e in engine.stats.rejections)
+
+
+def test_push_rdflib_graphs():
+    engine = Engine(PREFIX + q("A ; B"))
+    for t, (name, kind) in enumerate([("a1", "a"), ("b1", "b")], start=1):
+        g = rdflib.Graph()
+        g.add((rdflib.URIRef("http://example/" + name), rdflib.URIRef("http://example/kind"), rdflib.Literal(kind)))
+        engine.push("http://example.org/s", t, g)
+    assert rows(engine.close()) == [(2, (("a", ":a1"), ("b", ":b1")))]
+
+
+def test_callback_sees_results_as_they_come():
+    seen = []
+    engine = Engine(PREFIX + q("A ; B"), on_result=seen.append)
+    engine.push_event(kinds("a1@1")[0])
+    engine.push_event(kinds("b1@2")[0])
+    assert seen == []                 # τ=2 may still get simultaneous events
+    engine.push_event(kinds("c1@3")[0])
+    assert len(seen) == 1
+
+
+def test_runs_are_dropped_when_the_window_passes():
+    engine = Engine(PREFIX + q("A ; B", window="WITHIN 5 SECONDS"))
+    list(engine.run(kinds(*[f"a{i}@{i}" for i in range(1, 200)])))
+    assert engine.stats.peak_runs <= 7
+
+
+def test_kb_on_disk_oxigraph(tmp_path):
+    store = ox.Store(str(tmp_path / "kb"))
+    store.add(ox.Quad(ox.NamedNode("http://example/a1"), ox.NamedNode("http://example/owner"),
+                      ox.NamedNode("http://example/john"), ox.NamedNode("http://kb")))
+    store.flush()
+    del store
+    kb = KnowledgeBase.from_specs([f"oxigraph:{tmp_path / 'kb'}"])
+    text = ('SELECT ?a ?o WITHIN 5 SECONDS ' + ONE_STREAM +
+            'WHERE { SEQ (A) DEFINE GPM A ON S { ?a :kind "a" GRAPH <http://kb> { ?a :owner ?o } } }')
+    assert run(text, kinds("a1@1", "a2@2"), kb=kb) == [(1, (("a", ":a1"), ("o", ":john")))]
+
+
+def test_datetime_timestamps_print_as_iso(tmp_path):
+    from spaseq_plugin.events import format_time
+    assert format_time(1577836800, True) == "2020-01-01T00:00:00Z"
+    assert format_time(1577836800.5, True) == "2020-01-01T00:00:00.500000Z"

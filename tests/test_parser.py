@@ -1,0 +1,96 @@
+import pytest
+
+from spaseq_plugin import QueryError
+from spaseq_plugin.parser import parse_query
+from spaseq_plugin.syntax import Aggregate, Conjunction, Disjunction, GpmRef
+
+PAPER_LAYOUT = """
+PREFIX : <http://example/>
+SELECT ?h ?w
+WITHIN 30 MINUTES
+PARTITION BY (?h)
+FROM STREAM S1 <http://example.org/power>
+FROM STREAM S2 <http://example.org/weather>
+WHERE {
+  SEQ (A ; B+ , (C & D) : (E | F) ; G? ; H!, I)
+  DEFINE GPM A ON S1 { ?h :p ?x }
+  DEFINE GPM B ON S2 { ?w :p ?x }
+  DEFINE GPM C ON S1, S2 { ?c :p ?x }
+  DEFINE GPM D ON S1 { ?d :p ?x }
+  DEFINE GPM E ON S1 { ?e :p ?x }
+  DEFINE GPM F ON S1 { ?f :p ?x }
+  DEFINE GPM G ON S1 { ?g :p ?x }
+  DEFINE GPM H ON S1 { ?k :p ?x }
+  DEFINE GPM I ON S1 { ?i :p ?x }
+}
+"""
+
+
+def test_paper_layout_every_operator():
+    q = parse_query(PAPER_LAYOUT)
+    atoms = q.sequence.atoms
+    assert [type(a) for a in atoms] == [GpmRef, GpmRef, Conjunction, Disjunction, GpmRef, GpmRef, GpmRef]
+    assert [getattr(a, "suffix", None) for a in atoms] == ["", "+", None, None, "?", "!", ""]
+    assert atoms[2].names == ["C", "D"] and atoms[3].names == ["E", "F"]
+    assert q.sequence.ops == [";", ",", ":", ";", ";", ","]
+    assert q.window.seconds == 1800 and not q.window.tumbling
+    assert q.partition_by == ["h"]
+    assert q.streams["S2"].iri == "http://example.org/weather"
+    assert q.gpms["C"].streams == ["S1", "S2"]
+
+
+def test_reference_implementation_layout_lowercase_and_quotes():
+    q = parse_query("""prefix pred: <http://example/>
+        select ?company ?p1 within 100 seconds Partition by (?company)
+        from stream S1 <http://example.org/main>
+        where seq (A; B) {
+          define gpm A on S1 { ?company pred:price ?p1 . }
+          define gpm B on S1 { ?company pred:price ?p2 . Filter (?p2 < ?p1 && ?p2 != '1.0'^^<http://www.w3.org/2001/XMLSchema#double>). }
+        }""")
+    assert q.select == ["company", "p1"] and q.window.seconds == 100
+    assert "Filter (?p2 < ?p1" in q.gpms["B"].body
+
+
+def test_trailing_separator_is_a_warning():
+    q = parse_query("SELECT * WITHIN 5 SECONDS TUMBLING FROM STREAM S <s> WHERE { SEQ (A, B,) "
+                    "DEFINE GPM A ON S { ?a ?p ?o } DEFINE GPM B ON S { ?b ?p ?o } }")
+    assert q.select_star and q.window.tumbling
+    assert any("trailing ," in w for w in q.warnings)
+
+
+def test_aggregates_and_distinct():
+    q = parse_query("SELECT DISTINCT ?c (COUNT(?x) AS ?n) (GROUP_CONCAT(DISTINCT ?x ; SEPARATOR=',') AS ?all) "
+                    "(count(*) AS ?events) FROM STREAM S <s> WHERE { SEQ (C ; A+) "
+                    "DEFINE GPM C ON S { ?c ?p ?o } DEFINE GPM A ON S { ?x ?p ?o } }")
+    assert q.distinct
+    aggs = [i for i in q.select if isinstance(i, Aggregate)]
+    assert [(a.function, a.var, a.distinct, a.alias) for a in aggs] == [
+        ("COUNT", "x", False, "n"), ("GROUP_CONCAT", "x", True, "all"), ("COUNT", None, False, "events")]
+    assert aggs[1].separator == ","
+
+
+def test_gpm_body_with_braces_strings_and_comments_is_captured_whole():
+    body = ' ?x :p "a } b" . # a comment with } in it\n OPTIONAL { ?x :q ?y } FILTER(?y != <http://e/#x>) '
+    q = parse_query("PREFIX : <http://e/> SELECT ?x FROM STREAM S <s> WHERE { SEQ (A) DEFINE GPM A ON S {"
+                    + body + "} }")
+    assert q.gpms["A"].body == body
+
+
+def test_construct_template():
+    q = parse_query("PREFIX : <http://e/> CONSTRUCT { ?x :follows ?y } WITHIN 1 HOUR FROM STREAM S <s> "
+                    "WHERE { SEQ (A ; B) DEFINE GPM A ON S { ?x :p 1 } DEFINE GPM B ON S { ?y :p 2 } }")
+    assert q.construct.strip() == "?x :follows ?y" and q.window.seconds == 3600
+
+
+@pytest.mark.parametrize("text, line, column, words", [
+    ("SELECT ?x\nFROM STREAM S <s>\nWHERE { SEQ (A ;; B) }", 3, 17, "unexpected ';'"),
+    ("SELECT ?x\nFROM STREAM S <s>\nWHERE { SEQ (A) DEFINE GPM A ON S { ?x ?p ?o }", 3, 46, "ends too early"),
+    ("SELECT ?x WITHIN 3 FORTNIGHTS\nFROM STREAM S <s>", 1, 20, "unexpected"),
+    ("SELECT ?x FROM STREAM S x:y WHERE { SEQ (A) DEFINE GPM A ON S { ?x ?p ?o } }", 1, 25, "prefix x:"),
+])
+def test_syntax_errors_name_line_and_column(text, line, column, words):
+    with pytest.raises(QueryError) as info:
+        parse_query(text)
+    assert (info.value.line, info.value.column) == (line, column)
+    assert words in str(info.value)
+    assert f"line {line}, column {column}" in str(info.value)
