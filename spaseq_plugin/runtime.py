@@ -130,13 +130,13 @@ class Runtime:
             s.final_guards for s in self.nfa.states)
         self.active_runs = 0
         self.peak_runs = 0
-        self._standalone: dict[tuple[GpmPattern, Event], list[Solution]] = {}
+        self._memo: dict[tuple[GpmPattern, Event, frozenset], list[Solution]] = {}
         self._swept: Time = float("-inf")
 
     # -- driving ---------------------------------------------------------
 
     def process_batch(self, time: Time, events: list[Event]) -> None:
-        self._standalone = {}
+        self._memo = {}
         if self.tumbling:
             if self.tumbling_start is not None and time < self.tumbling_start:
                 return      # before the first tumbling window
@@ -189,13 +189,17 @@ class Runtime:
                 kept.append(run)
                 candidates[id(run)] = run
             part.by_stream[stream] = kept
-        created: list[Run] = []
+        live = []
         for run in candidates.values():
             if run.dead:
                 continue
             if self._expired(run, time):
                 self._kill(part, run)
                 continue
+            live.append(run)
+        self._prefetch(live, events, strict)
+        created: list[Run] = []
+        for run in live:
             self._advance(part, run, time, events, created, strict_turn=id(run) in strict)
         # new runs start at every event matching an initial edge
         root = Run(self.nfa.initial, {}, None, (), time, time, (), part.key)
@@ -292,17 +296,40 @@ class Runtime:
                     out.append((s, (event,)))
         return out
 
+    def _prefetch(self, runs: list[Run], events: list[Event], strict: set[int]) -> None:
+        """Evaluate, one query per (GPM, event), what the runs' edges will ask.
+
+        Runs waiting on the same GPM differ only in their mappings, which
+        the evaluator takes together; identical restricted mappings are
+        asked once.  ``_evaluate`` then finds the answers in the memo.
+        """
+        requests: dict[tuple[GpmPattern, Event], dict[frozenset, dict]] = {}
+        for run in runs:
+            for edge in run.alive_edges():
+                if edge.atom.kind == CONJUNCTION or (edge.strategy == STRICT and id(run) not in strict):
+                    continue
+                base = run.base_mu if edge.loop else run.mu
+                for gpm in edge.atom.gpms:
+                    restricted = {v: t for v, t in base.items() if v in gpm.mentioned}
+                    if not restricted:
+                        continue
+                    key = frozenset(restricted.items())
+                    for event in events:
+                        if event.stream in gpm.streams:
+                            requests.setdefault((gpm, event), {})[key] = restricted
+        for (gpm, event), by_key in requests.items():
+            answers = self.evaluator.evaluate(gpm, event, list(by_key.values()))
+            for key, solutions in zip(by_key, answers):
+                self._memo[(gpm, event, key)] = solutions
+
     def _evaluate(self, gpm: GpmPattern, event: Event, mu: dict, standalone: bool) -> list[Solution]:
-        if standalone or not any(v in gpm.mentioned for v in mu):
-            key = (gpm, event)
-            cached = self._standalone.get(key)
-            if cached is None:
-                cached = self._standalone[key] = self.evaluator.evaluate(gpm, event, [{}])[0]
-            if not mu:
-                return cached
-            # compatible with mu on shared variables (none are mentioned, so all are)
-            return cached
-        return self.evaluator.evaluate(gpm, event, [mu])[0]
+        """Solutions of ``gpm`` on ``event`` under ``mu``, memoised for the batch."""
+        restricted = {} if standalone else {v: t for v, t in mu.items() if v in gpm.mentioned}
+        key = (gpm, event, frozenset(restricted.items()))
+        solutions = self._memo.get(key)
+        if solutions is None:
+            solutions = self._memo[key] = self.evaluator.evaluate(gpm, event, [restricted])[0]
+        return solutions
 
     # -- negation ----------------------------------------------------------
 
