@@ -105,6 +105,8 @@ def _read_query(path: str) -> str:
 
 def _explain(args) -> int:
     compiled = compile_query(_read_query(args.query))
+    for warning in compiled.warnings:
+        print(f"spaseq: warning: {warning}", file=sys.stderr)
     print(compiled.automaton.to_dot() if args.dot else compiled.explain())
     return 0
 

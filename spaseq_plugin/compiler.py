@@ -8,10 +8,13 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from rdflib.term import BNode, URIRef, Variable
+
 from .errors import QueryError
 from .gpm import GpmPattern, analyse_gpm
 from .nfa import CONJUNCTION, DISJUNCTION, SINGLE, AtomMatcher, Automaton, Edge, State
 from .parser import parse_query
+from .rdflib_terms import prepare_sparql, rdflib_to_ox, unalias
 from .syntax import (
     KLEENE, NEGATION, NEXT, OPTIONAL, Aggregate, Conjunction, Disjunction, GpmRef, Pos, Query,
 )
@@ -28,6 +31,7 @@ class CompiledQuery:
     kleene_local: dict[int, frozenset[str]]   # SEQ index of a Kleene atom -> its local variables
     projection: list[str | Aggregate]    # what SELECT shows (``*`` expanded); [] for CONSTRUCT
     stream_iris: dict[str, str]          # alias -> IRI
+    template: list[tuple] | None = None  # CONSTRUCT: triples of pyoxigraph terms, rdflib Variables and BNodes
     warnings: list[str] = field(default_factory=list)
 
     @property
@@ -91,8 +95,9 @@ def compile_parsed(query: Query) -> CompiledQuery:
     projection = _projection(query, gpms, warnings)
     if query.window is None:
         warnings.append("no WITHIN window: runs live until the input ends")
+    template = _construct_template(query) if query.construct is not None else None
     return CompiledQuery(query, gpms, automaton, positive, kleene_local, projection,
-                         {a: s.iri for a, s in query.streams.items()}, warnings)
+                         {a: s.iri for a, s in query.streams.items()}, template, warnings)
 
 
 def _atom_names(atom) -> list[tuple[str, Pos]]:
@@ -260,6 +265,24 @@ def _kleene_locals(atoms, gpms) -> dict[int, frozenset[str]]:
             local[j] = frozenset(binds - bound)
         bound |= binds
     return local
+
+
+def _construct_template(query: Query) -> list[tuple]:
+    """The CONSTRUCT template's triples; variables and blank nodes stay rdflib terms."""
+    try:
+        algebra = prepare_sparql(query.prefixes, query.base, f"CONSTRUCT {{ {query.construct} }} WHERE {{}}")
+    except Exception as e:
+        pos = query.construct_pos
+        raise QueryError(f"CONSTRUCT template: {e}", pos.line, pos.column) from None
+
+    def convert(term):
+        if isinstance(term, (Variable, BNode)):
+            return term
+        if isinstance(term, URIRef):
+            term = URIRef(unalias(str(term)))
+        return rdflib_to_ox(term)
+
+    return [tuple(convert(t) for t in triple) for triple in algebra.template]
 
 
 def _projection(query: Query, gpms: dict[str, GpmPattern], warnings: list[str]) -> list:

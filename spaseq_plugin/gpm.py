@@ -13,11 +13,11 @@ import re
 from dataclasses import dataclass, field
 
 import pyoxigraph as ox
-from rdflib.plugins.sparql import prepareQuery
 from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import URIRef, Variable
 
 from .errors import QueryError
+from .rdflib_terms import prepare_sparql, unalias
 from .syntax import GpmDef, Pos, Query
 
 _OXIGRAPH_ERROR = re.compile(r"error at (\d+):(\d+): (.*)", re.S)
@@ -60,9 +60,8 @@ def analyse_gpm(query: Query, gdef: GpmDef, stream_iris: frozenset[str]) -> GpmP
     """Check a GPM body's SPARQL syntax and work out its variables."""
     prologue = query.prologue()
     _check_syntax(prologue, gdef)
-    header = prologue + " SELECT * WHERE {"
     try:
-        algebra = prepareQuery(header + gdef.body + "\n}").algebra
+        algebra = prepare_sparql(query.prefixes, query.base, "SELECT * WHERE {" + gdef.body + "\n}")
     except Exception as e:  # rdflib is stricter than oxigraph in a few corners
         raise QueryError(f"GPM {gdef.name}: cannot analyse its pattern: {e}",
                          gdef.body_pos.line, gdef.body_pos.column) from None
@@ -90,6 +89,10 @@ def _check_syntax(prologue: str, gdef: GpmDef) -> None:
             else:
                 line, column = gdef.body_pos.line + err_line - 1, err_col
         message = message.split("\n")[0]
+        if "Prefix not found" in message:
+            message = "a prefix is not declared (add a PREFIX line)"
+        elif message.startswith("expected one of"):
+            message = "unexpected text in the pattern (" + message + ")"
         if len(message) > 160:
             message = message[:160] + "..."
         raise QueryError(f"GPM {gdef.name}: SPARQL syntax error: {message}", line, column) from None
@@ -143,7 +146,7 @@ class _VariableWalker:
                 self.graph_var = True
                 self.pattern(term, binding)
             elif isinstance(term, URIRef):
-                self.graphs.add(str(term))
+                self.graphs.add(unalias(str(term)))
             self.pattern(node.p, binding)
         elif name in ("values", "ToMultiSet") and "res" in node:
             for row in node.res:

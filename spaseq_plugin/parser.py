@@ -8,6 +8,7 @@ templates are kept as source text for SPARQL.  Syntax errors become
 from __future__ import annotations
 
 from functools import lru_cache
+from urllib.parse import urljoin
 from importlib import resources
 
 import lark
@@ -35,6 +36,10 @@ _TOKEN_NAMES = {
     "NUMBER": "a number", "TIME_UNIT": "a time unit (SECONDS, MINUTES, ...)",
     "AMPERSAND": "'&'", "VBAR": "'|'", "SUFFIX": "+ ? or !", "PNAME_NS": "a prefix name",
     "_PREFIX": "PREFIX", "_PARTITION": "PARTITION BY", "STAR": "'*'", "_ON": "ON",
+    "_DISTINCT": "DISTINCT", "_AS": "AS", "_BY": "BY", "_STREAM": "STREAM", "_GPM": "GPM",
+    "_BASE": "BASE", "_TUMBLING": "TUMBLING", "_SEPARATOR": "SEPARATOR", "AGG_NAME": "an aggregate",
+    "COMMA": "','", "SEMICOLON": "';'", "EQUAL": "'='", "PNAME": "a prefixed name",
+    "BODY_TOKEN": "SPARQL", "STRING": "a string", "LONG_STRING": "a string",
 }
 
 
@@ -121,7 +126,7 @@ class _Builder:
 
     def _iri(self, token: Token) -> str:
         if token.type == "IRIREF":
-            return str(token)[1:-1]
+            return urljoin(self.base, str(token)[1:-1]) if self.base else str(token)[1:-1]
         prefix, _, local = str(token).partition(":")
         if prefix not in self.prefixes:
             raise QueryError(f"prefix {prefix}: is not declared", token.line, token.column)

@@ -19,3 +19,33 @@ def rdflib_to_ox(term):
             return ox.Literal(str(term), datatype=ox.NamedNode(str(term.datatype)))
         return ox.Literal(str(term))
     raise ValueError(f"not an RDF term: {term!r}")
+
+
+_ALIAS = "urn:spaseq:alias:"
+
+
+def prepare_sparql(prefixes: dict[str, str], base: str | None, text: str):
+    """rdflib's algebra of ``text`` under the query's prologue.
+
+    rdflib keeps one prefix per namespace, so a query declaring two prefixes
+    for one IRI (``:`` and ``pred:`` both ``<http://example/>``) would lose
+    one.  Each later duplicate gets an aliased namespace here, and
+    :func:`unalias` turns IRIs read from the algebra back into the real ones.
+    """
+    from rdflib.plugins.sparql import prepareQuery
+
+    seen: set[str] = set()
+    lines = [f"BASE <{base}>"] if base else []
+    for n, (prefix, iri) in enumerate(prefixes.items()):
+        if iri in seen:
+            iri = f"{_ALIAS}{n}:{iri}"
+        seen.add(iri)
+        lines.append(f"PREFIX {prefix}: <{iri}>")
+    return prepareQuery(" ".join(lines) + " " + text).algebra
+
+
+def unalias(iri: str) -> str:
+    """The real IRI of one :func:`prepare_sparql` may have aliased."""
+    if iri.startswith(_ALIAS):
+        return iri.split(":", 4)[4]
+    return iri

@@ -12,13 +12,11 @@ import itertools
 from dataclasses import dataclass
 
 import pyoxigraph as ox
-from rdflib.plugins.sparql import prepareQuery
 from rdflib.term import BNode, Variable
 
 from .compiler import CompiledQuery
 from .events import Event, Time
 from .gpm_oxigraph import Term
-from .rdflib_terms import rdflib_to_ox
 from .runtime import Match
 from .syntax import Aggregate
 
@@ -48,7 +46,7 @@ class Projector:
     def __init__(self, compiled: CompiledQuery):
         self.q = compiled
         self.distinct_seen: set | None = set() if compiled.query.distinct else None
-        self.template = _template(compiled) if compiled.query.construct is not None else None
+        self.template = compiled.template
         self._count = itertools.count(1)
         self._agg_store = ox.Store()
         # Kleene-local variable -> the Kleene atom it belongs to
@@ -120,17 +118,6 @@ class Projector:
                     continue       # not a valid triple: skipped, as SPARQL CONSTRUCT does
                 out.append(ox.Triple(s, p, o))
         return out
-
-
-def _template(compiled: CompiledQuery) -> list[tuple]:
-    text = f"{compiled.query.prologue()} CONSTRUCT {{ {compiled.query.construct} }} WHERE {{}}"
-    algebra = prepareQuery(text).algebra
-    return [tuple(_to_ox(t) for t in triple) for triple in algebra.template]
-
-
-def _to_ox(term):
-    """Template terms: variables and blank nodes stay rdflib's, the rest become pyoxigraph's."""
-    return term if isinstance(term, (Variable, BNode)) else rdflib_to_ox(term)
 
 
 def _sparql_term(term: Term) -> str:

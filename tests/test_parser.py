@@ -94,3 +94,22 @@ def test_syntax_errors_name_line_and_column(text, line, column, words):
     assert (info.value.line, info.value.column) == (line, column)
     assert words in str(info.value)
     assert f"line {line}, column {column}" in str(info.value)
+
+
+def test_two_prefixes_for_one_namespace_both_work():
+    from spaseq_plugin import compile_query
+    compiled = compile_query(
+        "PREFIX : <http://e/> PREFIX pred: <http://e/> BASE <http://base/> "
+        "CONSTRUCT { ?x pred:seen :yes } FROM STREAM S <s> "
+        "WHERE { SEQ (A) DEFINE GPM A ON S { ?x :p ?y ; pred:q ?z GRAPH pred:kb { ?x :o ?w } } }")
+    assert compiled.gpms["A"].kb_graphs == {"http://e/kb"}
+    assert compiled.gpms["A"].bindable == {"x", "y", "z", "w"}
+    assert str(compiled.template[0][1]) == "<http://e/seen>"
+    assert compiled.stream_iris["S"] == "http://base/s"
+
+
+def test_a_bad_construct_template_is_a_query_error():
+    from spaseq_plugin import compile_query
+    with pytest.raises(QueryError) as info:
+        compile_query("CONSTRUCT { ?x ex:p 1 } FROM STREAM S <s> WHERE { SEQ (A) DEFINE GPM A ON S { ?x ?p ?o } }")
+    assert info.value.line == 1 and "ex" in str(info.value)
