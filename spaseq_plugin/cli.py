@@ -145,7 +145,16 @@ def _run(args) -> int:
     compiled = compile_query(_read_query(args.query))
     kb = KnowledgeBase.from_specs(args.kb) if args.kb else None
     start = _parse_start(args.start) if args.start else None
-    engine = Engine(compiled, kb=kb, start=start)
+    dead = open(args.dead_letter, "w", encoding="utf-8") if args.dead_letter else None
+
+    def on_reject(error: EventError) -> None:
+        if dead is not None:
+            dead.write(json.dumps({"position": error.position, "error": error.message}) + "\n")
+        if not args.quiet:
+            progress.clear()
+            print(f"spaseq: rejected event: {error}", file=sys.stderr)
+
+    engine = Engine(compiled, kb=kb, start=start, on_reject=on_reject)
     if not args.quiet:
         for warning in engine.warnings:
             print(f"spaseq: warning: {warning}", file=sys.stderr)
@@ -155,21 +164,13 @@ def _run(args) -> int:
         raise UsageError("--format trig is for CONSTRUCT queries")
     variables = [v if isinstance(v, str) else v.alias for v in compiled.projection]
     out: IO[str] = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
-    dead = open(args.dead_letter, "w", encoding="utf-8") if args.dead_letter else None
-    progress = _Progress(enabled=not args.quiet and sys.stderr.isatty())
+    progress = _Progress(engine, enabled=not args.quiet and sys.stderr.isatty())
     started = time.perf_counter()
     try:
         writer = make_writer(fmt, out, variables, with_events=args.events)
-        rejected_seen = 0
-        for result in engine.run(items):
+        for result in engine.run(progress.counting(items)):
             writer.write(result)
-            progress.tick(engine)
         writer.close()
-        for error in engine.stats.rejections[rejected_seen:]:
-            if dead is not None:
-                dead.write(json.dumps({"position": error.position, "error": error.message}) + "\n")
-            if not args.quiet:
-                print(f"spaseq: rejected event: {error}", file=sys.stderr)
     finally:
         if out is not sys.stdout:
             out.close()
@@ -194,28 +195,42 @@ def _parse_start(text: str):
 
 
 class _Progress:
-    """A one-line progress display on a terminal's stderr."""
+    """A one-line progress display on a terminal's stderr, refreshed twice a second."""
 
-    def __init__(self, enabled: bool):
+    def __init__(self, engine: Engine, enabled: bool):
+        self.engine = engine
         self.enabled = enabled
         self.last = 0.0
+        self.shown = False
 
-    def tick(self, engine: Engine) -> None:
+    def counting(self, items):
         if not self.enabled:
+            yield from items
             return
+        for n, item in enumerate(items):
+            if n % 256 == 0:
+                self.tick()
+            yield item
+
+    def tick(self) -> None:
         now = time.monotonic()
         if now - self.last < 0.5:
             return
         self.last = now
-        s = engine.stats
-        at = engine._time
-        shown = format_time(at, engine._kind or False) if at is not None else "-"
+        s = self.engine.stats
+        at = self.engine.current_time
+        shown = format_time(at, self.engine.is_datetime) if at is not None else "-"
         sys.stderr.write(f"\r{s.events:,} events, at {shown}, {s.results:,} results, "
-                         f"{engine.runtime.active_runs:,} runs ")
+                         f"{self.engine.runtime.active_runs:,} active runs, {s.rejected:,} rejected ")
         sys.stderr.flush()
+        self.shown = True
+
+    def clear(self) -> None:
+        if self.enabled and self.shown:
+            sys.stderr.write("\r\033[K")
 
     def done(self) -> None:
-        if self.enabled and self.last:
+        if self.enabled and self.shown:
             sys.stderr.write("\n")
 
 

@@ -55,13 +55,15 @@ class Engine:
     """One continuous SPASEQ query.
 
     ``query`` is SPASEQ text or a :class:`CompiledQuery`; ``kb`` the
-    background knowledge base for GRAPH clauses; ``on_result`` an optional
-    callback called with every :class:`Result` as it is produced.
+    background knowledge base for GRAPH clauses; ``on_result`` and
+    ``on_reject`` optional callbacks called with every :class:`Result` and
+    every rejected event's :class:`EventError` as they happen.
     """
 
     def __init__(self, query: str | CompiledQuery, kb: KnowledgeBase | None = None,
                  evaluator: GpmEvaluator | None = None,
                  on_result: Callable[[Result], None] | None = None,
+                 on_reject: Callable[[EventError], None] | None = None,
                  start: Time | None = None):
         self.compiled = compile_query(query) if isinstance(query, str) else query
         self.kb = kb
@@ -69,12 +71,23 @@ class Engine:
         self.projector = Projector(self.compiled)
         self.stats = RunStats()
         self.on_result = on_result
+        self.on_reject = on_reject
         self._out: list[Result] = []
         self.runtime = Runtime(self.compiled, self.evaluator, self._on_match, start)
         self._batch: list[Event] = []
         self._time: Time | None = None
         self._last_per_stream: dict[str, Time] = {}
         self._kind: bool | None = None
+
+    @property
+    def current_time(self) -> Time | None:
+        """The timestamp being processed (``None`` before the first event)."""
+        return self._time
+
+    @property
+    def is_datetime(self) -> bool:
+        """Whether the input's timestamps are xsd:dateTime (else numbers)."""
+        return bool(self._kind)
 
     @property
     def warnings(self) -> list[str]:
@@ -117,6 +130,8 @@ class Engine:
     def reject(self, error: EventError) -> None:
         self.stats.rejected += 1
         self.stats.rejections.append(error)
+        if self.on_reject is not None:
+            self.on_reject(error)
 
     def close(self) -> list[Result]:
         """End of input: finish the last timestamp and emit pending matches."""
