@@ -19,7 +19,7 @@ from . import __version__
 from .compiler import CompiledQuery, compile_query
 from .engine import Engine
 from .errors import EventError, QueryError, SpaseqError
-from .events import datetime_seconds, format_time
+from .events import as_time, datetime_seconds, format_time
 from .kb import KnowledgeBase
 from .output import FORMATS, make_writer
 from .streams.files import merge_streams, open_stream, read_manifest_streams
@@ -189,8 +189,8 @@ def _run(args) -> int:
 
 def _parse_start(text: str):
     try:
-        return float(text) if "T" not in text else datetime_seconds(text)
-    except ValueError:
+        return as_time(text) if "T" not in text else datetime_seconds(text)
+    except (ArithmeticError, ValueError):
         raise UsageError(f"--start {text}: not a number or an xsd:dateTime") from None
 
 

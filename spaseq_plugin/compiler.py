@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from rdflib.term import BNode, URIRef, Variable
 
 from .errors import QueryError
+from .events import Time
 from .gpm import GpmPattern, analyse_gpm
 from .nfa import CONJUNCTION, DISJUNCTION, SINGLE, AtomMatcher, Automaton, Edge, State
 from .parser import parse_query
@@ -35,7 +36,7 @@ class CompiledQuery:
     warnings: list[str] = field(default_factory=list)
 
     @property
-    def window(self) -> float | None:
+    def window(self) -> Time | None:
         return self.automaton.window
 
     @property

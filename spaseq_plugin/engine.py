@@ -25,6 +25,7 @@ Results of a timestamp are final once a later timestamp arrives (or at
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
@@ -32,7 +33,7 @@ import pyoxigraph as ox
 
 from .compiler import CompiledQuery, compile_query
 from .errors import EventError
-from .events import Event, Time
+from .events import Event, Time, as_time
 from .gpm_oxigraph import GpmEvaluator, OxigraphEvaluator
 from .kb import KnowledgeBase
 from .results import Projector, Result
@@ -108,10 +109,12 @@ class Engine:
         ``triples`` may be pyoxigraph Triples or an rdflib Graph.  Returns
         the results that became final.
         """
-        return self.push_event(Event(stream, time, _as_triples(triples), is_datetime=is_datetime))
+        return self.push_event(Event(stream, as_time(time), _as_triples(triples), is_datetime=is_datetime))
 
     def push_event(self, event: Event) -> list[Result]:
         """Push one :class:`Event`; a bad one is rejected (counted, kept in stats)."""
+        if isinstance(event.time, float):
+            event = dataclasses.replace(event, time=as_time(event.time))
         problem = self._check(event)
         if problem is not None:
             self.reject(EventError(problem, event.position))

@@ -24,7 +24,8 @@ _INTEGER_TYPES = {XSD + t for t in (
 _REAL_TYPES = {XSD + "decimal", XSD + "double", XSD + "float"}
 _DATETIME_TYPES = {XSD + "dateTime", XSD + "dateTimeStamp"}
 
-Time = int | float
+# Exact: window edges (τ_last − τ_first ≤ ω) must not depend on binary rounding.
+Time = int | Decimal
 
 
 @dataclass(frozen=True, slots=True, eq=False)
@@ -62,26 +63,41 @@ def parse_timestamp(term: ox.Term) -> tuple[Time, bool]:
             raise ValueError(f"not a number: {text!r}") from None
         if not value.is_finite():
             raise ValueError(f"timestamp must be finite: {text!r}")
-        return (int(value) if value == value.to_integral_value() else float(value)), False
+        return _exact(value), False
     if dt in _DATETIME_TYPES:
         return datetime_seconds(text), True
     raise ValueError(f"timestamp must be a number or xsd:dateTime, not <{dt}>")
 
 
 def datetime_seconds(text: str) -> Time:
-    """Seconds since the epoch of an ISO 8601 / xsd:dateTime lexical form."""
+    """Seconds since the epoch of an ISO 8601 / xsd:dateTime lexical form (exact)."""
     moment = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=_dt.timezone.utc)
-    seconds = moment.timestamp()
-    return int(seconds) if seconds == int(seconds) else seconds
+    delta = moment - _EPOCH
+    return _exact(Decimal(delta.days * 86400 + delta.seconds) + Decimal(delta.microseconds) / 1000000)
+
+
+_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+
+
+def _exact(value: Decimal) -> Time:
+    return int(value) if value == value.to_integral_value() else value.normalize()
+
+
+def as_time(number) -> Time:
+    """A number of seconds (int, float, Decimal or text) as an exact :data:`Time`."""
+    if isinstance(number, int):
+        return number
+    return _exact(Decimal(str(number)) if isinstance(number, float) else Decimal(number))
 
 
 def format_time(time: Time, is_datetime: bool) -> int | float | str:
-    """A timestamp as results print it: a number, or an ISO 8601 string in UTC."""
+    """A timestamp as results print it: a JSON number, or an ISO 8601 string in UTC."""
     if not is_datetime:
-        return time
-    moment = _dt.datetime.fromtimestamp(time, tz=_dt.timezone.utc)
+        return time if isinstance(time, int) else float(time)
+    whole = int(time // 1)
+    moment = _EPOCH + _dt.timedelta(seconds=whole, microseconds=int((time - whole) * 1000000))
     return moment.isoformat().replace("+00:00", "Z")
 
 
@@ -91,4 +107,4 @@ def time_literal(time: Time, is_datetime: bool) -> ox.Literal:
         return ox.Literal(format_time(time, True), datatype=ox.NamedNode(XSD + "dateTime"))
     if isinstance(time, int):
         return ox.Literal(str(time), datatype=ox.NamedNode(XSD + "integer"))
-    return ox.Literal(repr(time), datatype=ox.NamedNode(XSD + "decimal"))
+    return ox.Literal(str(time), datatype=ox.NamedNode(XSD + "decimal"))

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from .events import Time
 from .gpm import GpmPattern
 from .syntax import STRATEGY_NAMES
 
@@ -86,7 +87,7 @@ class State:
 class Automaton:
     initial: State
     states: list[State]
-    window: float | None
+    window: Time | None
     tumbling: bool
 
     def describe(self) -> str:

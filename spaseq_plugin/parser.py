@@ -7,6 +7,7 @@ templates are kept as source text for SPARQL.  Syntax errors become
 
 from __future__ import annotations
 
+from decimal import Decimal
 from functools import lru_cache
 from urllib.parse import urljoin
 from importlib import resources
@@ -15,6 +16,7 @@ import lark
 from lark import Token, Tree
 
 from .errors import QueryError
+from .events import as_time
 from .syntax import (
     TIME_UNITS, Aggregate, Conjunction, Disjunction, GpmDef, GpmRef, Pos, Query,
     Sequence, StreamDecl, Window,
@@ -169,11 +171,9 @@ class _Builder:
     def _window(self, node: Tree) -> Window:
         number, unit = node.children[0], node.children[1]
         scale = TIME_UNITS[str(unit).lower()]
-        seconds = float(number) * scale
+        seconds = as_time(Decimal(str(number)) * scale)
         if seconds <= 0:
             raise QueryError("the WITHIN window must be longer than zero", number.line, number.column)
-        if seconds == int(seconds):
-            seconds = int(seconds)
         return Window(seconds, len(node.children) > 2, _pos(node))
 
     def _sequence(self, node: Tree) -> Sequence:

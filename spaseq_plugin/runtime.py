@@ -131,7 +131,7 @@ class Runtime:
         self.active_runs = 0
         self.peak_runs = 0
         self._memo: dict[tuple[GpmPattern, Event, frozenset], list[Solution]] = {}
-        self._swept: Time = float("-inf")
+        self._swept: Time | None = None
 
     # -- driving ---------------------------------------------------------
 
@@ -141,7 +141,7 @@ class Runtime:
             if self.tumbling_start is not None and time < self.tumbling_start:
                 return      # before the first tumbling window
             self._tumble(time)
-        elif self.window is not None and time - self._swept > self.window:
+        elif self.window is not None and (self._swept is None or time - self._swept > self.window):
             self._sweep(time)
         self._emit_due_pending(time)
         if self.q.partition_by:

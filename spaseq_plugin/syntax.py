@@ -5,14 +5,16 @@ compile-time checks can name line and column."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from decimal import Decimal
 
 STRICT, NEXT, ANY = ",", ";", ":"
 STRATEGY_NAMES = {STRICT: "strict contiguity", NEXT: "skip-till-next", ANY: "skip-till-any"}
 
 KLEENE, OPTIONAL, NEGATION = "+", "?", "!"
 
+_MS = Decimal("0.001")
 TIME_UNITS = {
-    "ms": 0.001, "millisecond": 0.001, "milliseconds": 0.001,
+    "ms": _MS, "millisecond": _MS, "milliseconds": _MS,
     "s": 1, "sec": 1, "secs": 1, "second": 1, "seconds": 1,
     "min": 60, "mins": 60, "minute": 60, "minutes": 60,
     "h": 3600, "hour": 3600, "hours": 3600,
@@ -85,7 +87,7 @@ class Aggregate:
 
 @dataclass
 class Window:
-    seconds: float
+    seconds: int | Decimal
     tumbling: bool
     pos: Pos
 
