@@ -32,6 +32,9 @@ The reading of semantics.md it implements (the project's settled one):
    that deadline, emitted even when the input ends before it.
 7. WITHIN ω: τ_last − τ_first ≤ ω; TUMBLING: all events of a match in one
    window ``[t0 + iω, t0 + (i+1)ω)``, t0 = ``start`` or the first event's τ.
+   Window arithmetic is exact (``fractions.Fraction`` of the decimal each
+   timestamp was written as; ω rounded to the nearest small fraction, so
+   ``WITHIN 700 MILLISECONDS`` is 7/10 s), never binary floating point.
 8. PARTITION BY: an event is in sub-stream k when some positive GPM on it
    (empty μ) binds the partition variables to k; a match of k uses only
    sub-stream k, and its first atom must bind the key to k.
@@ -42,14 +45,16 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from decimal import Decimal
+from fractions import Fraction
 
 from .compiler import CompiledQuery, conjunction_order
-from .events import Event, Time
+from .events import Event, Time, as_time
 from .gpm import GpmPattern
 from .gpm_oxigraph import OxigraphEvaluator, Solution
 from .results import Projector, Result
 from .runtime import Match
-from .syntax import ANY, KLEENE, NEGATION, NEXT, OPTIONAL, STRICT, Conjunction, Disjunction, GpmRef
+from .syntax import KLEENE, NEGATION, NEXT, OPTIONAL, STRICT, Conjunction, Disjunction, GpmRef
 
 _SINGLE, _AND, _OR = "single", "and", "or"
 
@@ -103,7 +108,8 @@ class _Reference:
         self.evaluator = OxigraphEvaluator(kb)
         self.start = start
         window = compiled.query.window
-        self.window = window.seconds if window else None
+        # exact arithmetic: WITHIN 700 MILLISECONDS is 7/10 s, not 700 * 0.001
+        self.window = _exact(window.seconds).limit_denominator(10 ** 9) if window else None
         self.tumbling = bool(window and window.tumbling)
         self.t0: Time | None = None
         self._cache: dict = {}
@@ -210,11 +216,13 @@ class _Reference:
             if ways and op == NEXT and after is not None:
                 return
 
-    def _absent(self, gpms, low: Time, high: Time, mu: dict, ctx: _Context,
+    def _absent(self, gpms, low: Time, high, mu: dict, ctx: _Context,
                 include_high: bool = False) -> bool:
         """No event of the sub-stream in (low, high) [or (low, high]] matches a GPM."""
+        high = _exact(high)
         for event in ctx.events:
-            if event.time <= low or event.time > high or (event.time == high and not include_high):
+            time = _exact(event.time)
+            if event.time <= low or time > high or (time == high and not include_high):
                 continue
             for gpm in gpms:
                 if event.stream in gpm.streams and self._eval(gpm, event, mu):
@@ -224,14 +232,14 @@ class _Reference:
     # -- windows ---------------------------------------------------------------
 
     def _window_index(self, time: Time) -> int:
-        return math.floor((time - self.t0) / self.window)
+        return math.floor((_exact(time) - _exact(self.t0)) / self.window)
 
     def _in_window(self, first: Time, time: Time) -> bool:
         if self.window is None:
             return True
         if self.tumbling:
             return self._window_index(first) == self._window_index(time)
-        return time - first <= self.window
+        return _exact(time) - _exact(first) <= self.window
 
     # -- the search ------------------------------------------------------------
 
@@ -246,15 +254,15 @@ class _Reference:
             time = last
             if branch.trailing:
                 if self.tumbling:
-                    deadline = self.t0 + (self._window_index(first) + 1) * self.window
+                    deadline = _exact(self.t0) + (self._window_index(first) + 1) * self.window
                     if not self._absent(branch.trailing, last, deadline, mu, ctx):
                         return
                 else:
-                    deadline = first + self.window
+                    deadline = _exact(first) + self.window
                     if not self._absent(branch.trailing, last, deadline, mu, ctx,
                                         include_high=True):
                         return
-                time = deadline
+                time = _number(deadline)
             found.append(Match(time, mu, events, iterations))
 
         def go(i, mu, events, first, last, iterations):
@@ -299,6 +307,19 @@ class _Reference:
             iterate(1, step.op, last, (), events, None if i == 0 else first)
 
         go(0, {}, (), None, None, ())
+
+
+def _exact(time) -> Fraction:
+    """A timestamp or duration as the exact decimal it was written as."""
+    if isinstance(time, Fraction):
+        return time
+    if isinstance(time, (int, Decimal)):
+        return Fraction(time)
+    return Fraction(repr(float(time)))
+
+
+def _number(value: Fraction) -> Time:
+    return as_time(Decimal(value.numerator) / Decimal(value.denominator))
 
 
 def _branches(compiled: CompiledQuery) -> list[_Branch]:
