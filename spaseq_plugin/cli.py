@@ -20,6 +20,7 @@ from .compiler import CompiledQuery, compile_query
 from .engine import Engine
 from .errors import EventError, QueryError, SpaseqError
 from .events import as_time, datetime_seconds, format_time
+from .gpm_spectra import SpectraEvaluator
 from .kb import KnowledgeBase
 from .output import FORMATS, make_writer
 from .streams.files import merge_streams, open_stream, read_manifest_streams
@@ -89,6 +90,8 @@ def _parser() -> argparse.ArgumentParser:
                              description="Show the NFA_scep automaton a query compiles to.")
     explain.add_argument("query", help="the query file (or - for standard input)")
     explain.add_argument("--dot", action="store_true", help="Graphviz dot instead of text")
+    explain.add_argument("--kb", action="append", default=[], metavar="PATH|IRI=PATH|oxigraph:DIR",
+                         help="the KB, to show how GRAPH clauses will be joined")
     explain.set_defaults(func=_explain)
     return parser
 
@@ -107,7 +110,11 @@ def _explain(args) -> int:
     compiled = compile_query(_read_query(args.query))
     for warning in compiled.warnings:
         print(f"spaseq: warning: {warning}", file=sys.stderr)
-    print(compiled.automaton.to_dot() if args.dot else compiled.explain())
+    if args.dot:
+        print(compiled.automaton.to_dot())
+    else:
+        kb = KnowledgeBase.from_specs(args.kb) if args.kb else None
+        print(compiled.explain(SpectraEvaluator(kb)))
     return 0
 
 

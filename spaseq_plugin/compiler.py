@@ -51,13 +51,15 @@ class CompiledQuery:
     def kb_graphs(self) -> frozenset[str]:
         return frozenset().union(*(g.kb_graphs for g in self.gpms.values()))
 
-    def explain(self) -> str:
+    def explain(self, evaluator=None) -> str:
+        """The automaton and the GPMs; ``evaluator`` (with ``describe``) tells each GPM's path."""
         lines = [self.automaton.describe(), "", "GPMs:"]
         for gpm in self.gpms.values():
+            path = evaluator.describe(gpm) if evaluator is not None else "oxigraph"
             lines.append(f"  {gpm.name} on {', '.join(sorted(gpm.streams))}: binds "
                          f"{' '.join('?' + v for v in sorted(gpm.bindable)) or 'nothing'}"
                          + (f"; KB graphs {', '.join(sorted(gpm.kb_graphs))}" if gpm.kb_graphs else "")
-                         + "; evaluator: oxigraph (SPARQL over the event graph)")
+                         + f"\n    evaluator: {path}")
         if self.partition_by:
             lines.append("partition by: " + ", ".join("?" + v for v in self.partition_by))
         return "\n".join(lines)

@@ -34,7 +34,8 @@ import pyoxigraph as ox
 from .compiler import CompiledQuery, compile_query
 from .errors import EventError
 from .events import Event, Time, as_time
-from .gpm_oxigraph import GpmEvaluator, OxigraphEvaluator
+from .gpm_oxigraph import GpmEvaluator
+from .gpm_spectra import SpectraEvaluator
 from .kb import KnowledgeBase
 from .results import Projector, Result
 from .runtime import Match, Runtime
@@ -68,7 +69,7 @@ class Engine:
                  start: Time | None = None):
         self.compiled = compile_query(query) if isinstance(query, str) else query
         self.kb = kb
-        self.evaluator = evaluator or OxigraphEvaluator(kb)
+        self.evaluator = evaluator or SpectraEvaluator(kb)
         self.projector = Projector(self.compiled)
         self.stats = RunStats()
         self.on_result = on_result

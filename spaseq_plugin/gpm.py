@@ -44,6 +44,7 @@ class GpmPattern:
     filter_vars: dict[str, None] = field(default_factory=dict)
     kb_graphs: frozenset[str] = frozenset()
     kb_graph_var: bool = False
+    algebra: object = None        # rdflib's algebra of the body, for evaluators that plan
 
     def __hash__(self) -> int:
         return id(self)
@@ -71,7 +72,7 @@ def analyse_gpm(query: Query, gdef: GpmDef, stream_iris: frozenset[str]) -> GpmP
         name=gdef.name, streams=stream_iris, body=gdef.body, prologue=prologue, pos=gdef.pos,
         mentioned=frozenset(walker.mentioned), bindable=frozenset(walker.bindable),
         filter_vars=walker.filter_vars, kb_graphs=frozenset(walker.graphs),
-        kb_graph_var=walker.graph_var)
+        kb_graph_var=walker.graph_var, algebra=algebra["p"]["p"])
 
 
 def _check_syntax(prologue: str, gdef: GpmDef) -> None:

@@ -12,8 +12,11 @@ that also holds the KB's named graphs; queries take the event graph as
 their default graph and the KB graphs as their named graphs, so ``GRAPH``
 clauses join the KB inside the same SPARQL evaluation.
 
-SPARQL VALUES cannot hold blank nodes, so the event's blank nodes are
-replaced by skolem IRIs in the working store and turned back on the way out.
+SPARQL VALUES cannot hold blank nodes.  When a run's bindings hold one
+(a blank node an earlier event bound), the query runs on a second copy of
+the event graph whose blank nodes are skolem IRIs, with the bindings
+skolemised the same way, and answers are turned back into blank nodes.  In
+that case only, ``isBlank`` in the GPM sees an IRI for them.
 """
 
 from __future__ import annotations
@@ -30,6 +33,7 @@ Term = ox.NamedNode | ox.BlankNode | ox.Literal
 Solution = dict[str, Term]
 
 EVENT_GRAPH = ox.NamedNode("urn:spaseq:event")
+SKOLEM_GRAPH = ox.NamedNode("urn:spaseq:event:skolem")
 _SKOLEM = "urn:spaseq:bnode:"
 _ROW = "__spaseq_row"
 
@@ -54,37 +58,49 @@ class OxigraphEvaluator:
             self._store.bulk_extend(kb.store.quads_for_pattern(None, None, None, None))
         else:
             self._store = kb.store
-        self._named_graphs = [g for g in self._store.named_graphs() if g != EVENT_GRAPH]
+        self._named_graphs = [g for g in self._store.named_graphs()
+                              if g not in (EVENT_GRAPH, SKOLEM_GRAPH)]
         self._event: Event | None = None
+        self._skolemised: Event | None = None
         self._texts: dict[tuple, str] = {}
 
-    def _load(self, event: Event) -> None:
-        if self._event is event:
-            return
-        self._store.clear_graph(EVENT_GRAPH)
-        self._store.extend(ox.Quad(_skolem(t.subject), t.predicate, _skolem(t.object), EVENT_GRAPH)
-                           for t in event.triples)
-        self._event = event
+    def _load(self, event: Event, skolem: bool) -> ox.NamedNode:
+        """Put the event into the working store; the graph to query."""
+        if self._event is not event:
+            self._store.clear_graph(EVENT_GRAPH)
+            self._store.extend(ox.Quad(t.subject, t.predicate, t.object, EVENT_GRAPH)
+                               for t in event.triples)
+            self._event = event
+        if not skolem:
+            return EVENT_GRAPH
+        if self._skolemised is not event:
+            self._store.clear_graph(SKOLEM_GRAPH)
+            self._store.extend(ox.Quad(_skolem(t.subject), t.predicate, _skolem(t.object), SKOLEM_GRAPH)
+                               for t in event.triples)
+            self._skolemised = event
+        return SKOLEM_GRAPH
 
     def evaluate(self, gpm: GpmPattern, event: Event,
                  mappings: Sequence[Mapping[str, Term]]) -> list[list[Solution]]:
-        self._load(event)
         columns = sorted({v for m in mappings for v in m if v in gpm.mentioned})
         results: list[list[Solution]] = [[] for _ in mappings]
         if not columns:
             # No injected bindings: one evaluation serves every mapping.
-            solutions = [_solution(s, gpm) for s in self._run(self._text(gpm, ()))]
+            graph = self._load(event, skolem=False)
+            solutions = [_solution(s, gpm) for s in self._run(self._text(gpm, ()), graph)]
             return [list(solutions) for _ in mappings]
+        skolem = any(isinstance(m.get(c), ox.BlankNode) for m in mappings for c in columns)
+        graph = self._load(event, skolem)
         rows = " ".join(
             "(" + str(i) + " " + " ".join(_sparql(m.get(c)) for c in columns) + ")"
             for i, m in enumerate(mappings))
         text = self._text(gpm, tuple(columns)).replace("%ROWS%", rows, 1)
-        for solution in self._run(text):
+        for solution in self._run(text, graph):
             results[int(solution[_ROW].value)].append(_solution(solution, gpm))
         return results
 
-    def _run(self, text: str):
-        return self._store.query(text, default_graph=EVENT_GRAPH, named_graphs=self._named_graphs)
+    def _run(self, text: str, graph: ox.NamedNode):
+        return self._store.query(text, default_graph=graph, named_graphs=self._named_graphs)
 
     def _text(self, gpm: GpmPattern, columns: tuple[str, ...]) -> str:
         key = (gpm, columns)

@@ -1,0 +1,347 @@
+"""FILTER expressions (rdflib algebra) -> Python closures over a binding row.
+
+A compiled expression is ``f(row) -> native value`` (see sparql_values);
+it raises SparqlError for a SPARQL error and Unsupported for what only
+Oxigraph should judge.  ``compile_expression`` raises ``NotCompilable`` for
+expressions outside the supported set, and the GPM then takes the Oxigraph
+path as a whole.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from decimal import ROUND_FLOOR, Decimal
+
+from rdflib.plugins.sparql.parserutils import CompValue
+from rdflib.term import Literal, URIRef, Variable
+
+from .rdflib_terms import rdflib_to_ox, unalias
+from .sparql_values import (
+    DECIMAL, DOUBLE, INTEGER, SparqlError, Unsupported, arithmetic, canonical, compare, ebv,
+    equal, native,
+)
+
+TRUE, FALSE = ("bool", True), ("bool", False)
+
+
+class NotCompilable(Exception):
+    """The expression uses something the fast path does not evaluate."""
+
+
+def conjuncts(expr) -> list:
+    """Top-level ``&&`` operands: FILTER(a && b) keeps a row iff both hold."""
+    if isinstance(expr, CompValue) and expr.name == "ConditionalAndExpression":
+        out = conjuncts(expr.expr)
+        for other in expr.other or ():
+            out += conjuncts(other)
+        return out
+    return [expr]
+
+
+def variables(expr) -> set[str]:
+    if isinstance(expr, Variable):
+        return {str(expr)}
+    if isinstance(expr, (list, tuple)):
+        return set().union(*(variables(e) for e in expr)) if expr else set()
+    if isinstance(expr, CompValue):
+        return set().union(*(variables(v) for k, v in expr.items() if not k.startswith("_"))) \
+            if expr else set()
+    return set()
+
+
+def compile_filter(expr):
+    """``row -> bool``: the FILTER keeps the row; errors are false."""
+    value = compile_expression(expr)
+
+    def keep(row) -> bool:
+        try:
+            return ebv(value(row))
+        except SparqlError:
+            return False
+    return keep
+
+
+def compile_expression(expr):
+    if isinstance(expr, Variable):
+        name = str(expr)
+
+        def var(row):
+            term = row.get(name)
+            if term is None:
+                raise SparqlError(f"?{name} is unbound")
+            return native(term)
+        return var
+    if isinstance(expr, (URIRef, Literal)):
+        term = rdflib_to_ox(URIRef(unalias(str(expr))) if isinstance(expr, URIRef) else expr)
+        try:
+            constant = native(canonical(term))
+        except Unsupported:
+            raise NotCompilable(f"constant {term}") from None
+        return lambda row: constant
+    if not isinstance(expr, CompValue):
+        raise NotCompilable(repr(expr))
+    handler = _HANDLERS.get(expr.name)
+    if handler is None:
+        raise NotCompilable(expr.name)
+    return handler(expr)
+
+
+def _relational(expr):
+    left = compile_expression(expr.expr)
+    op = expr.op
+    if op in ("IN", "NOT IN"):
+        options = [compile_expression(o) for o in expr.other]
+
+        def member(row):
+            value = left(row)
+            error = None
+            for option in options:
+                try:
+                    if equal(value, option(row)):
+                        return FALSE if op == "NOT IN" else TRUE
+                except SparqlError as e:
+                    error = e
+            if error is not None:
+                raise error
+            return TRUE if op == "NOT IN" else FALSE
+        return member
+    right = compile_expression(expr.other)
+    if op == "=":
+        return lambda row: TRUE if equal(left(row), right(row)) else FALSE
+    if op == "!=":
+        return lambda row: FALSE if equal(left(row), right(row)) else TRUE
+    test = {"<": lambda c: c < 0, ">": lambda c: c > 0, "<=": lambda c: c <= 0,
+            ">=": lambda c: c >= 0}[op]
+
+    def ordered(row):
+        try:
+            return TRUE if test(compare(left(row), right(row))) else FALSE
+        except SparqlError as e:
+            if type(e).__name__ == "_NaNComparison":
+                return FALSE
+            raise
+    return ordered
+
+
+def _and(expr):
+    parts = [compile_expression(e) for e in [expr.expr] + list(expr.other or ())]
+
+    def conjunction(row):
+        error = None
+        for part in parts:
+            try:
+                if not ebv(part(row)):
+                    return FALSE
+            except SparqlError as e:
+                error = e
+        if error is not None:
+            raise error
+        return TRUE
+    return conjunction
+
+
+def _or(expr):
+    parts = [compile_expression(e) for e in [expr.expr] + list(expr.other or ())]
+
+    def disjunction(row):
+        error = None
+        for part in parts:
+            try:
+                if ebv(part(row)):
+                    return TRUE
+            except SparqlError as e:
+                error = e
+        if error is not None:
+            raise error
+        return FALSE
+    return disjunction
+
+
+def _additive(expr):
+    first = compile_expression(expr.expr)
+    rest = [(op, compile_expression(o)) for op, o in zip(expr.op, expr.other)]
+
+    def combine(row):
+        value = first(row)
+        for op, other in rest:
+            value = arithmetic(op, value, other(row))
+        return value
+    return combine
+
+
+def _not(expr):
+    inner = compile_expression(expr.expr)
+    return lambda row: FALSE if ebv(inner(row)) else TRUE
+
+
+def _minus(expr):
+    inner = compile_expression(expr.expr)
+
+    def negate(row):
+        value = inner(row)
+        if value[0] != "num":
+            raise SparqlError("unary minus on a non-number")
+        kind, number = value[1]
+        return ("num", (kind, -number))
+    return negate
+
+
+def _plus(expr):
+    inner = compile_expression(expr.expr)
+
+    def same(row):
+        value = inner(row)
+        if value[0] != "num":
+            raise SparqlError("unary plus on a non-number")
+        return value
+    return same
+
+
+def _bound(expr):
+    name = str(expr.arg)
+    return lambda row: TRUE if row.get(name) is not None else FALSE
+
+
+def _category_test(*categories):
+    def build(expr):
+        inner = compile_expression(expr.arg)
+        return lambda row: TRUE if inner(row)[0] in categories else FALSE
+    return build
+
+
+def _str(expr):
+    inner = compile_expression(expr.arg)
+
+    def lexical(row):
+        cat, payload = inner(row)
+        if cat in ("iri", "str"):
+            return ("str", payload)
+        if cat == "lang":
+            return ("str", payload[0])
+        if cat == "bnode":
+            raise SparqlError("STR of a blank node")
+        raise Unsupported("STR of a typed literal")   # canonical lexical forms are Oxigraph's
+    return lexical
+
+
+def _lang(expr):
+    inner = compile_expression(expr.arg)
+
+    def language(row):
+        cat, payload = inner(row)
+        if cat == "lang":
+            return ("str", payload[1])
+        if cat in ("str", "num", "bool", "dt", "lit"):
+            return ("str", "")
+        raise SparqlError("LANG of a non-literal")
+    return language
+
+
+def _string_arg(value) -> str:
+    cat, payload = value
+    if cat == "str":
+        return payload
+    if cat == "lang":
+        raise Unsupported("string function on a language-tagged literal")
+    raise SparqlError("not a string")
+
+
+def _regex(expr):
+    text = compile_expression(expr.text)
+    if not isinstance(expr.pattern, Literal) or (expr.flags is not None and not isinstance(expr.flags, Literal)):
+        raise NotCompilable("REGEX with a computed pattern")
+    pattern = str(expr.pattern)
+    flags_text = str(expr.flags) if expr.flags is not None else ""
+    if set(flags_text) - set("ism") or re.search(r"\\[pPdDwWsSiIcC]|\(\?|\[\^?\]|\$\{", pattern):
+        raise NotCompilable("REGEX flags or classes that differ between XPath and Python")
+    flags = (re.I if "i" in flags_text else 0) | (re.S if "s" in flags_text else 0) | (re.M if "m" in flags_text else 0)
+    try:
+        compiled = re.compile(pattern, flags)
+    except re.error:
+        raise NotCompilable("REGEX pattern") from None
+    return lambda row: TRUE if compiled.search(_string_arg(text(row))) else FALSE
+
+
+def _strlen(expr):
+    inner = compile_expression(expr.arg)
+    return lambda row: ("num", (INTEGER, len(_string_arg(inner(row)))))
+
+
+def _string_test(test):
+    def build(expr):
+        left, right = compile_expression(expr.arg1), compile_expression(expr.arg2)
+        return lambda row: TRUE if test(_string_arg(left(row)), _string_arg(right(row))) else FALSE
+    return build
+
+
+def _case(upper: bool):
+    def build(expr):
+        inner = compile_expression(expr.arg)
+        return lambda row: ("str", _string_arg(inner(row)).upper() if upper else _string_arg(inner(row)).lower())
+    return build
+
+
+def _numeric(function):
+    def build(expr):
+        inner = compile_expression(expr.arg)
+
+        def apply(row):
+            value = inner(row)
+            if value[0] != "num":
+                raise SparqlError("not a number")
+            kind, number = value[1]
+            return ("num", (kind, function(kind, number)))
+        return apply
+    return build
+
+
+def _round(kind, x):
+    if kind == DOUBLE:
+        if math.isinf(x) or x != x:
+            return x
+        return float(math.floor(x + 0.5))
+    if kind == DECIMAL:     # SPARQL rounds halves towards positive infinity
+        return (x + Decimal("0.5")).to_integral_value(rounding=ROUND_FLOOR)
+    return x
+
+
+def _integral(function):
+    def apply(kind, x):
+        if kind == DOUBLE:
+            return float(function(x)) if not (math.isinf(x) or x != x) else x
+        if kind == DECIMAL:
+            return Decimal(function(x))
+        return x
+    return apply
+
+
+_HANDLERS = {
+    "RelationalExpression": _relational,
+    "ConditionalAndExpression": _and,
+    "ConditionalOrExpression": _or,
+    "AdditiveExpression": _additive,
+    "MultiplicativeExpression": _additive,
+    "UnaryNot": _not,
+    "UnaryMinus": _minus,
+    "UnaryPlus": _plus,
+    "Builtin_BOUND": _bound,
+    "Builtin_isIRI": _category_test("iri"),
+    "Builtin_isURI": _category_test("iri"),
+    "Builtin_isBLANK": _category_test("bnode"),
+    "Builtin_isLITERAL": _category_test("str", "lang", "num", "bool", "dt", "lit"),
+    "Builtin_isNUMERIC": _category_test("num"),
+    "Builtin_STR": _str,
+    "Builtin_LANG": _lang,
+    "Builtin_REGEX": _regex,
+    "Builtin_STRLEN": _strlen,
+    "Builtin_CONTAINS": _string_test(lambda a, b: b in a),
+    "Builtin_STRSTARTS": _string_test(lambda a, b: a.startswith(b)),
+    "Builtin_STRENDS": _string_test(lambda a, b: a.endswith(b)),
+    "Builtin_UCASE": _case(True),
+    "Builtin_LCASE": _case(False),
+    "Builtin_ABS": _numeric(lambda kind, x: abs(x)),
+    "Builtin_CEIL": _numeric(_integral(math.ceil)),
+    "Builtin_FLOOR": _numeric(_integral(math.floor)),
+    "Builtin_ROUND": _numeric(_round),
+}

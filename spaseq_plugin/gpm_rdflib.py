@@ -1,0 +1,144 @@
+"""A GPM evaluator written the way a plain rdflib user would: the baseline.
+
+For every event, the event's triples go into an rdflib ``Graph`` (or into
+the default graph of an rdflib ``Dataset`` that also holds the knowledge
+base's named graphs, when the GPM has ``GRAPH`` clauses), and the GPM runs
+as ``graph.query("SELECT * WHERE { VALUES (...) { ... } body }")``: the
+runs' mappings are injected as rows of a VALUES block with a row-number
+column, exactly as :class:`~spaseq_plugin.gpm_oxigraph.OxigraphEvaluator`
+does, so one query per (GPM, event) serves every waiting run.
+
+It exists to be measured against (``spaseq bench``) and to cross-check the
+other evaluators: it must give the same solutions as ``OxigraphEvaluator``.
+Three details keep it so:
+
+* Literals are built with ``normalize=False``: rdflib otherwise rewrites
+  lexical forms (``"038.0"^^xsd:double`` becomes ``"38.0"``), and the term
+  would neither join with the original nor come back out unchanged.
+* Blank nodes of the event are replaced by skolem IRIs, as in the oxigraph
+  evaluator (SPARQL VALUES cannot hold blank nodes), and turned back on
+  the way out.
+* ``GRAPH ?g`` ranges over the KB's named graphs only, never over the event.
+
+The query text is parsed by rdflib on every call: no caching of prepared
+queries, on purpose (this is the naive baseline).
+"""
+
+from __future__ import annotations
+
+from typing import Mapping, Sequence
+
+import pyoxigraph as ox
+from rdflib import Dataset, Graph
+from rdflib.term import BNode, Literal, URIRef
+
+from .events import Event
+from .gpm import GpmPattern
+from .gpm_oxigraph import _ROW, Solution, Term, _skolem, _sparql, _unskolem
+from .kb import KnowledgeBase
+from .rdflib_terms import rdflib_to_ox
+
+__all__ = ["RdflibEvaluator", "ox_to_rdflib"]
+
+
+def ox_to_rdflib(term):
+    """A pyoxigraph NamedNode/BlankNode/Literal as the equal rdflib term
+    (literals keep their exact lexical form)."""
+    if isinstance(term, ox.NamedNode):
+        return URIRef(term.value)
+    if isinstance(term, ox.BlankNode):
+        return BNode(term.value)
+    if isinstance(term, ox.Literal):
+        if term.language:
+            return Literal(term.value, lang=term.language, normalize=False)
+        datatype = term.datatype.value
+        if datatype == "http://www.w3.org/2001/XMLSchema#string":
+            return Literal(term.value, normalize=False)
+        return Literal(term.value, datatype=URIRef(datatype), normalize=False)
+    raise ValueError(f"not an RDF term: {term!r}")
+
+
+class RdflibEvaluator:
+    """Evaluates any GPM with rdflib's SPARQL engine (see the module docstring)."""
+
+    def __init__(self, kb: KnowledgeBase | None = None):
+        self._kb = kb
+        self._dataset: Dataset | None = None      # built on first use by a GRAPH GPM
+        self._event: Event | None = None
+        self._graph: Graph | None = None          # the event alone
+        self._dataset_event: Event | None = None  # the event the dataset's default graph holds
+        self._texts: dict[tuple, str] = {}
+
+    # -- the event graph -------------------------------------------------
+
+    def _triples(self, event: Event):
+        for t in event.triples:
+            yield (ox_to_rdflib(_skolem(t.subject)), ox_to_rdflib(t.predicate),
+                   ox_to_rdflib(_skolem(t.object)))
+
+    def _event_graph(self, event: Event) -> Graph:
+        if self._event is not event:
+            graph = Graph()
+            for triple in self._triples(event):
+                graph.add(triple)
+            self._graph, self._event = graph, event
+        return self._graph
+
+    def _event_dataset(self, event: Event) -> Dataset:
+        if self._dataset is None:
+            self._dataset = Dataset()
+            if self._kb is not None:
+                for quad in self._kb.store.quads_for_pattern(None, None, None, None):
+                    if isinstance(quad.graph_name, ox.DefaultGraph):
+                        continue    # the KB's default graph is not visible to GPMs
+                    graph = self._dataset.graph(ox_to_rdflib(quad.graph_name))
+                    graph.add((ox_to_rdflib(quad.subject), ox_to_rdflib(quad.predicate),
+                               ox_to_rdflib(quad.object)))
+        if self._dataset_event is not event:
+            default = self._dataset.default_context
+            default.remove((None, None, None))
+            for triple in self._triples(event):
+                default.add(triple)
+            self._dataset_event = event
+        return self._dataset
+
+    # -- evaluation --------------------------------------------------------
+
+    def evaluate(self, gpm: GpmPattern, event: Event,
+                 mappings: Sequence[Mapping[str, Term]]) -> list[list[Solution]]:
+        target = self._event_dataset(event) if gpm.uses_kb else self._event_graph(event)
+        columns = sorted({v for m in mappings for v in m if v in gpm.mentioned})
+        results: list[list[Solution]] = [[] for _ in mappings]
+        if not columns:
+            solutions = [self._solution(row, gpm) for row in target.query(self._text(gpm, ()))]
+            return [list(solutions) for _ in mappings]
+        rows = " ".join(
+            "(" + str(i) + " " + " ".join(_sparql(m.get(c)) for c in columns) + ")"
+            for i, m in enumerate(mappings))
+        text = self._text(gpm, tuple(columns)).replace("%ROWS%", rows, 1)
+        for row in target.query(text):
+            values = row.asdict()
+            results[int(str(values[_ROW]))].append(self._solution(row, gpm, values))
+        return results
+
+    def _text(self, gpm: GpmPattern, columns: tuple[str, ...]) -> str:
+        key = (gpm, columns)
+        text = self._texts.get(key)
+        if text is None:
+            values = ""
+            if columns:
+                values = f"VALUES (?{_ROW} {' '.join('?' + c for c in columns)}) {{ %ROWS% }}\n"
+            text = f"{gpm.prologue}\nSELECT * WHERE {{ {values}{gpm.body}\n}}"
+            self._texts[key] = text
+        return text
+
+    @staticmethod
+    def _solution(row, gpm: GpmPattern, values: dict | None = None) -> Solution:
+        if values is None:
+            values = row.asdict()
+        out: Solution = {}
+        for var in gpm.mentioned:
+            value = values.get(var)
+            if value is not None:
+                out[var] = _unskolem(rdflib_to_ox(value))
+        return out

@@ -1,0 +1,379 @@
+"""The fast GPM evaluator, after SPECTRA (Gillani et al., SSDBM 2016).
+
+Per-event graph pattern matching dominates a SPASEQ engine's cost (the
+paper's Fig. 19).  This evaluator answers the same question as
+:class:`~spaseq_plugin.gpm_oxigraph.OxigraphEvaluator` (the semantics of
+section 2: the GPM under the run's bindings) without a SPARQL query:
+
+1. **Plan once per GPM.**  A GPM body that is a basic graph pattern with
+   constant predicates, FILTERs in the supported expression set, and
+   ``GRAPH <iri> { BGP }`` blocks against the KB, compiles into a plan:
+   triple patterns, filters split at top-level ``&&``, each filter placed
+   at the earliest join step where its variables are bound (pushed down),
+   and *stateful* filters (reading variables the GPM does not bind: the
+   run's bindings) kept for the per-run step.  Anything else (OPTIONAL,
+   UNION, MINUS, BIND, paths, variable predicates, other functions) keeps
+   the Oxigraph evaluator, per GPM; ``describe`` says which.
+
+2. **Summarise each event once** (GRAPH-SUMMARY): one pass over its triples
+   dispatches them by predicate into views ``predicate -> [(s, o)]``;
+   triples whose predicate no GPM uses are never looked at again.  The
+   summary is shared by every GPM and every run evaluated on the event.
+   Literals are canonicalised as Oxigraph would store them.
+
+3. **Join the views** in a greedy connected order, smallest view first,
+   binding variables as it goes (a cyclic pattern's closing edge is an
+   equality check on already bound variables), applying pushed-down
+   filters at once.  The result, the GPM's *standalone* solutions on the
+   event, is computed once per (GPM, event) and joined with the KB.
+
+4. **Per run**, the standalone solutions are looked up by the run's values
+   of the shared variables (a hash index built once per event and set of
+   shared variables), and the stateful filters are checked on each.  So an
+   event that cannot extend a run costs a dictionary lookup.
+
+KB joins: a GRAPH block's solutions are materialised when the plan is made
+(the paper's approach) and indexed by the variables it shares with the
+event pattern; when that would exceed ``materialize_limit`` rows, the
+evaluator looks them up in the store per distinct key instead, with a cache.
+
+Values the Python filter semantics does not model exactly (see
+sparql_values) make that one evaluation go to Oxigraph.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Mapping, Sequence
+
+import pyoxigraph as ox
+from rdflib.plugins.sparql.parserutils import CompValue
+from rdflib.term import BNode, Literal, URIRef, Variable
+
+from .events import Event
+from .filters import NotCompilable, compile_filter, conjuncts, variables
+from .gpm import GpmPattern
+from .gpm_oxigraph import OxigraphEvaluator, Solution, Term
+from .kb import KnowledgeBase
+from .rdflib_terms import rdflib_to_ox, unalias
+from .sparql_values import Unsupported, canonical
+
+MATERIALIZE, LOOKUP = "materialize", "lookup"
+
+
+@dataclass(eq=False)
+class _Pattern:
+    """A triple pattern: (is_var, name or term) for subject and object."""
+    subject: tuple[bool, object]
+    predicate: ox.NamedNode
+    object: tuple[bool, object]
+
+    @property
+    def vars(self) -> set[str]:
+        return {x for is_var, x in (self.subject, self.object) if is_var}
+
+
+@dataclass(eq=False)
+class _KbJoin:
+    graph: str
+    patterns: list[_Pattern]
+    shared: tuple[str, ...]               # variables shared with the event pattern
+    strategy: str = MATERIALIZE
+    rows: dict = field(default_factory=dict)   # shared key -> list of solutions
+    text: str = ""
+
+
+@dataclass(eq=False)
+class Plan:
+    patterns: list[_Pattern]
+    local_filters: list[tuple[frozenset[str], object]]     # (vars, keep(row))
+    stateful_filters: list[object]
+    kb: list[_KbJoin]
+    bound: frozenset[str]                  # variables the plan binds
+    mentioned: frozenset[str]
+
+
+class SpectraEvaluator:
+    """The fast path with the Oxigraph evaluator as per-GPM fallback."""
+
+    def __init__(self, kb: KnowledgeBase | None = None, *, materialize_limit: int = 500_000,
+                 fallback: OxigraphEvaluator | None = None):
+        self.kb = kb
+        self.fallback = fallback or OxigraphEvaluator(kb)
+        self.materialize_limit = materialize_limit
+        self._plans: dict[GpmPattern, Plan | None] = {}
+        self._reasons: dict[GpmPattern, str] = {}
+        self._event: Event | None = None
+        self._views: dict[ox.NamedNode, list[tuple]] = {}
+        self._standalone: dict[GpmPattern, list[Solution]] = {}
+        self._indexes: dict[tuple, dict] = {}
+        self.fallbacks = 0           # evaluations that went to Oxigraph for a value
+
+    # -- the evaluator protocol --------------------------------------------
+
+    def evaluate(self, gpm: GpmPattern, event: Event,
+                 mappings: Sequence[Mapping[str, Term]]) -> list[list[Solution]]:
+        plan = self.plan(gpm)
+        if plan is None:
+            return self.fallback.evaluate(gpm, event, mappings)
+        try:
+            if self._event is not event:
+                self._summarise(event)
+            solutions = self._standalone.get(gpm)
+            if solutions is None:
+                solutions = self._standalone[gpm] = self._solve(plan)
+            return [self._extend(gpm, plan, solutions, mapping) for mapping in mappings]
+        except Unsupported:
+            self.fallbacks += 1
+            return self.fallback.evaluate(gpm, event, mappings)
+
+    def describe(self, gpm: GpmPattern) -> str:
+        """Which path a GPM takes, for ``spaseq explain``."""
+        plan = self.plan(gpm)
+        if plan is None:
+            return f"oxigraph ({self._reasons[gpm]})"
+        text = f"spectra ({len(plan.patterns)} triple patterns, {len(plan.local_filters)} pushed-down " \
+               f"and {len(plan.stateful_filters)} stateful filters"
+        for join in plan.kb:
+            text += f"; GRAPH <{join.graph}>: {join.strategy}"
+            if join.strategy == MATERIALIZE:
+                text += f" ({sum(len(r) for r in join.rows.values())} solutions, indexed by " \
+                        f"{' '.join('?' + v for v in join.shared) or 'nothing'})"
+        return text + ")"
+
+    # -- planning ------------------------------------------------------------
+
+    def plan(self, gpm: GpmPattern) -> Plan | None:
+        if gpm in self._plans:
+            return self._plans[gpm]
+        try:
+            plan = self._make_plan(gpm)
+        except NotCompilable as e:
+            plan = None
+            self._reasons[gpm] = str(e)
+        self._plans[gpm] = plan
+        return plan
+
+    def _make_plan(self, gpm: GpmPattern) -> Plan:
+        node = gpm.algebra
+        exprs = []
+        while isinstance(node, CompValue) and node.name == "Filter":
+            exprs += conjuncts(node.expr)
+            node = node.p
+        event_patterns: list[_Pattern] = []
+        graphs: list[tuple[str, list[_Pattern]]] = []
+        for part in _join_parts(node):
+            if part.name == "BGP":
+                event_patterns += [_pattern(t) for t in part.triples]
+            elif part.name == "Graph" and isinstance(part.term, URIRef) \
+                    and isinstance(part.p, CompValue) and part.p.name == "BGP":
+                graphs.append((unalias(str(part.term)), [_pattern(t) for t in part.p.triples]))
+            else:
+                raise NotCompilable(f"{part.name} in the pattern")
+        if not event_patterns:
+            raise NotCompilable("no triple pattern on the event")
+        bound = set().union(*(p.vars for p in event_patterns))
+        kb_joins = []
+        for graph, patterns in graphs:
+            kb_vars = set().union(*(p.vars for p in patterns))
+            kb_joins.append(self._kb_join(graph, patterns, tuple(sorted(kb_vars & bound))))
+            bound |= kb_vars
+        local, stateful = [], []
+        for expr in exprs:
+            needed = variables(expr)
+            keep = compile_filter(expr)
+            if needed <= bound:
+                local.append((frozenset(needed), keep))
+            else:
+                stateful.append(keep)
+        return Plan(event_patterns, local, stateful, kb_joins, frozenset(bound), gpm.mentioned)
+
+    def _kb_join(self, graph: str, patterns: list[_Pattern], shared: tuple[str, ...]) -> _KbJoin:
+        join = _KbJoin(graph, patterns, shared)
+        body = " . ".join(_sparql_pattern(p) for p in patterns)
+        join.text = f"SELECT * WHERE {{ %VALUES% GRAPH <{graph}> {{ {body} }} }}"
+        if self.kb is None:
+            return join                        # no KB: the GRAPH block matches nothing
+        store = self.kb.store
+        count_text = join.text.replace("%VALUES%", "").replace("SELECT *", "SELECT (COUNT(*) AS ?n)", 1)
+        count = int(next(iter(store.query(count_text)))["n"].value)
+        if count > self.materialize_limit and shared:
+            join.strategy = LOOKUP
+            return join
+        for solution in store.query(join.text.replace("%VALUES%", "")):
+            row = {v: canonical(solution[v]) for v in _pattern_vars(patterns) if solution[v] is not None}
+            join.rows.setdefault(tuple(row[v] for v in shared), []).append(row)
+        return join
+
+    # -- per event -------------------------------------------------------------
+
+    def _summarise(self, event: Event) -> None:
+        """GRAPH-SUMMARY: the event's triples by predicate, in canonical form."""
+        views: dict[ox.NamedNode, list[tuple]] = {}
+        for triple in event.triples:
+            views.setdefault(triple.predicate, []).append((triple.subject, canonical(triple.object)))
+        self._views = views
+        self._event = event
+        self._standalone = {}
+        self._indexes = {}
+
+    def _solve(self, plan: Plan) -> list[Solution]:
+        views = []
+        for pattern in plan.patterns:
+            rows = self._views.get(pattern.predicate)
+            if not rows:
+                return []
+            views.append(rows)
+        order = _join_order(plan.patterns, views)
+        solutions: list[Solution] = []
+        pending = list(plan.local_filters)
+        steps = []
+        bound: set[str] = set()
+        for index in order:
+            bound |= plan.patterns[index].vars
+            ready = [keep for needed, keep in pending if needed <= bound]
+            pending = [(n, k) for n, k in pending if not n <= bound]
+            steps.append((plan.patterns[index], views[index], ready))
+        final = [keep for _, keep in pending]     # reads KB variables: after the KB join
+
+        def extend(depth: int, row: dict) -> None:
+            if depth == len(steps):
+                solutions.append(dict(row))
+                return
+            pattern, rows, ready = steps[depth]
+            s_var, s = pattern.subject
+            o_var, o = pattern.object
+            s_val = row.get(s) if s_var else s
+            o_val = row.get(o) if o_var else o
+            for subject, obj in rows:
+                if s_val is not None and subject != s_val:
+                    continue
+                if o_val is not None and obj != o_val:
+                    continue
+                added = []
+                if s_var and s_val is None:
+                    row[s] = subject
+                    added.append(s)
+                if o_var and o_val is None:
+                    if s_var and o == s and obj != row[s]:
+                        for name in added:
+                            del row[name]
+                        continue
+                    row[o] = obj
+                    added.append(o)
+                if all(keep(row) for keep in ready):
+                    extend(depth + 1, row)
+                for name in added:
+                    del row[name]
+
+        extend(0, {})
+        for join in plan.kb:
+            solutions = self._join_kb(join, solutions)
+        if final:
+            solutions = [s for s in solutions if all(keep(s) for keep in final)]
+        return solutions
+
+    def _join_kb(self, join: _KbJoin, solutions: list[Solution]) -> list[Solution]:
+        out = []
+        for solution in solutions:
+            key = tuple(solution[v] for v in join.shared)
+            rows = join.rows.get(key)
+            if rows is None:
+                if join.strategy != LOOKUP:
+                    continue
+                rows = join.rows[key] = self._lookup(join, key)
+            for row in rows:
+                merged = dict(solution)
+                merged.update(row)
+                out.append(merged)
+        return out
+
+    def _lookup(self, join: _KbJoin, key: tuple) -> list[Solution]:
+        values = "VALUES (" + " ".join("?" + v for v in join.shared) + ") { (" + \
+                 " ".join(str(t) for t in key) + ") }"
+        rows = []
+        for solution in self.kb.store.query(join.text.replace("%VALUES%", values)):
+            rows.append({v: canonical(solution[v]) for v in _pattern_vars(join.patterns)
+                         if solution[v] is not None})
+        if len(join.rows) > 100_000:
+            join.rows.clear()
+        return rows
+
+    def _extend(self, gpm: GpmPattern, plan: Plan, solutions: list[Solution],
+                mapping: Mapping[str, Term]) -> list[Solution]:
+        """The standalone solutions compatible with one run's bindings, filtered."""
+        injected = {v: t for v, t in mapping.items() if v in plan.mentioned}
+        if not injected:
+            candidates = solutions
+        else:
+            shared = tuple(sorted(v for v in injected if v in plan.bound))
+            if shared:
+                index = self._indexes.get((gpm, shared))
+                if index is None:
+                    index = self._indexes[(gpm, shared)] = {}
+                    for s in solutions:
+                        index.setdefault(tuple(s[v] for v in shared), []).append(s)
+                candidates = index.get(tuple(injected[v] for v in shared), ())
+            else:
+                candidates = solutions
+        if not plan.stateful_filters and not injected:
+            return [dict(s) for s in candidates]
+        out = []
+        for s in candidates:
+            row = dict(injected)
+            row.update(s)
+            if all(keep(row) for keep in plan.stateful_filters):
+                out.append(row)
+        return out
+
+
+def _join_parts(node) -> list[CompValue]:
+    if isinstance(node, CompValue) and node.name == "Join":
+        return _join_parts(node.p1) + _join_parts(node.p2)
+    if not isinstance(node, CompValue):
+        raise NotCompilable("unexpected pattern")
+    return [node]
+
+
+def _term(term) -> tuple[bool, object]:
+    if isinstance(term, Variable):
+        return True, str(term)
+    if isinstance(term, BNode):
+        raise NotCompilable("blank node in a triple pattern")
+    if isinstance(term, URIRef):
+        return False, ox.NamedNode(unalias(str(term)))
+    if isinstance(term, Literal):
+        return False, canonical(rdflib_to_ox(term))
+    raise NotCompilable("property path or unusual term")
+
+
+def _pattern(triple) -> _Pattern:
+    s, p, o = triple
+    if not isinstance(p, URIRef):
+        raise NotCompilable("variable predicate or property path")
+    return _Pattern(_term(s), ox.NamedNode(unalias(str(p))), _term(o))
+
+
+def _pattern_vars(patterns: list[_Pattern]) -> list[str]:
+    return sorted(set().union(*(p.vars for p in patterns)))
+
+
+def _sparql_pattern(p: _Pattern) -> str:
+    def show(part):
+        is_var, x = part
+        return "?" + x if is_var else str(x)
+    return f"{show(p.subject)} {p.predicate} {show(p.object)}"
+
+
+def _join_order(patterns: list[_Pattern], views: list[list]) -> list[int]:
+    """Greedy: the smallest view first, then the smallest view connected to what is bound."""
+    remaining = set(range(len(patterns)))
+    order: list[int] = []
+    bound: set[str] = set()
+    while remaining:
+        connected = [i for i in remaining if patterns[i].vars & bound] or list(remaining)
+        best = min(connected, key=lambda i: (len(views[i]), i))
+        order.append(best)
+        bound |= patterns[best].vars
+        remaining.remove(best)
+    return order

@@ -1,0 +1,265 @@
+"""SPARQL term semantics in Python, for the fast GPM path's FILTERs.
+
+FILTER expressions are compiled into Python closures over *native values*
+(ints, Decimals, floats, strings, ...), so a filter costs a few Python
+calls instead of a SPARQL query.  The rules are SPARQL 1.1's as Oxigraph
+implements them (the fallback evaluator, and the reference): numeric type
+promotion, simple literals equal to xsd:string, errors for comparisons of
+incomparable terms, errors inside FILTER meaning false, the error-tolerant
+``&&`` and ``||``.
+
+Where a value falls outside what this module is sure about (an ill-typed
+literal, an unknown datatype compared by order, a language-tagged string in
+an ordering, mixed time zones), it raises :class:`Unsupported` and the
+caller evaluates that GPM with Oxigraph instead, so answers stay exact.
+
+Literals are also *canonicalised* as Oxigraph stores them ("01"^^xsd:integer
+is "1"), because the fallback evaluator's joins and results see canonical
+forms; the canonical form comes from Oxigraph itself and is cached.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from decimal import ROUND_DOWN, Decimal, InvalidOperation, localcontext
+
+import pyoxigraph as ox
+
+XSD = "http://www.w3.org/2001/XMLSchema#"
+XSD_STRING = XSD + "string"
+RDF_LANG_STRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
+_INTEGER_TYPES = frozenset(XSD + t for t in (
+    "integer", "int", "long", "short", "byte", "nonNegativeInteger", "positiveInteger",
+    "negativeInteger", "nonPositiveInteger", "unsignedInt", "unsignedLong", "unsignedShort",
+    "unsignedByte"))
+INTEGER, DECIMAL, DOUBLE = 0, 1, 2          # numeric promotion order (float counts as double)
+
+
+class SparqlError(Exception):
+    """A SPARQL expression error: a FILTER that raises it is false."""
+
+
+class Unsupported(Exception):
+    """A value this module does not model exactly: ask Oxigraph."""
+
+
+# -- native values -------------------------------------------------------------
+# A native value is a tuple (category, payload):
+#   ("num", (kind, number))   kind: INTEGER | DECIMAL | DOUBLE
+#   ("str", text)              simple literal / xsd:string
+#   ("lang", (text, tag))      language-tagged string (tag lower-cased)
+#   ("bool", bool)
+#   ("dt", datetime)           xsd:dateTime
+#   ("iri", text) / ("bnode", text)
+#   ("lit", term)              any other literal: only identity is known
+
+_native_cache: dict = {}
+
+
+def native(term) -> tuple:
+    value = _native_cache.get(term)
+    if value is None:
+        value = _native(term)
+        if len(_native_cache) > 200_000:
+            _native_cache.clear()
+        _native_cache[term] = value
+    return value
+
+
+def _native(term) -> tuple:
+    if isinstance(term, ox.NamedNode):
+        return ("iri", term.value)
+    if isinstance(term, ox.BlankNode):
+        return ("bnode", term.value)
+    if not isinstance(term, ox.Literal):
+        raise Unsupported(f"term {term!r}")
+    if term.language:
+        return ("lang", (term.value, term.language.lower()))
+    dt = term.datatype.value
+    text = term.value
+    try:
+        if dt == XSD_STRING:
+            return ("str", text)
+        if dt in _INTEGER_TYPES:
+            return ("num", (INTEGER, int(text)))
+        if dt == XSD + "decimal":
+            if "e" in text.lower() or "n" in text.lower():
+                raise Unsupported(text)
+            return ("num", (DECIMAL, Decimal(text)))
+        if dt in (XSD + "double", XSD + "float"):
+            return ("num", (DOUBLE, _double(text)))
+        if dt == XSD + "boolean":
+            if text in ("true", "1"):
+                return ("bool", True)
+            if text in ("false", "0"):
+                return ("bool", False)
+            raise Unsupported(text)
+        if dt == XSD + "dateTime":
+            import datetime
+            return ("dt", datetime.datetime.fromisoformat(text.replace("Z", "+00:00")))
+    except (ValueError, InvalidOperation):
+        raise Unsupported(f"ill-typed literal {term}") from None
+    return ("lit", term)
+
+
+def _double(text: str) -> float:
+    if text in ("INF", "+INF"):
+        return math.inf
+    if text == "-INF":
+        return -math.inf
+    if text == "NaN":
+        return math.nan
+    if any(c in text for c in "iInN"):
+        raise ValueError(text)
+    return float(text)
+
+
+# -- canonical literals ----------------------------------------------------------
+
+_CANONICAL_INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
+_CANONICAL_DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]*[1-9])?")
+_canonical_cache: dict = {}
+_scratch = ox.Store()
+_P = ox.NamedNode("urn:spaseq:canonical")
+
+
+def canonical(term):
+    """The term as Oxigraph stores it (literals of known types in canonical form)."""
+    if not isinstance(term, ox.Literal) or term.language:
+        return term
+    dt = term.datatype.value
+    if dt == XSD_STRING:
+        return term
+    if dt == XSD + "integer" and _CANONICAL_INTEGER.fullmatch(term.value):
+        return term
+    if dt == XSD + "decimal" and _CANONICAL_DECIMAL.fullmatch(term.value):
+        return term
+    if dt == XSD + "boolean" and term.value in ("true", "false"):
+        return term
+    if not dt.startswith(XSD):
+        return term
+    found = _canonical_cache.get(term)
+    if found is None:
+        _scratch.add(ox.Quad(_P, _P, term))
+        found = next(iter(_scratch.quads_for_pattern(_P, _P, None))).object
+        _scratch.clear()
+        if len(_canonical_cache) > 200_000:
+            _canonical_cache.clear()
+        _canonical_cache[term] = found
+    return found
+
+
+# -- operators ------------------------------------------------------------------
+
+def _promote(a, b):
+    """Two numerics as Python numbers of their promoted SPARQL type."""
+    (ka, va), (kb, vb) = a, b
+    kind = max(ka, kb)
+    if kind == DOUBLE:
+        return kind, float(va), float(vb)
+    if kind == DECIMAL:
+        return kind, Decimal(va), Decimal(vb)
+    return kind, va, vb
+
+
+def equal(a: tuple, b: tuple) -> bool:
+    """SPARQL ``=`` on native values (raises SparqlError / Unsupported)."""
+    ca, cb = a[0], b[0]
+    if ca == cb:
+        if ca == "num":
+            _, x, y = _promote(a[1], b[1])
+            return x == y
+        if ca == "dt":
+            return _dt_compare(a[1], b[1]) == 0
+        if ca == "lit":
+            if a[1] == b[1]:
+                return True
+            raise Unsupported("= on literals of unknown datatypes")
+        return a[1] == b[1]
+    if ca == "lit" or cb == "lit":
+        raise Unsupported("= with a literal of unknown datatype")
+    return False
+
+
+def compare(a: tuple, b: tuple) -> int:
+    """SPARQL ordering for ``<`` ``>`` ``<=`` ``>=``: -1, 0, 1 (or an error)."""
+    ca, cb = a[0], b[0]
+    if ca != cb:
+        if "lit" in (ca, cb) or "lang" in (ca, cb):
+            raise Unsupported("ordering of an unmodelled literal")
+        raise SparqlError("incomparable terms")
+    if ca == "num":
+        _, x, y = _promote(a[1], b[1])
+        if x != x or y != y:             # NaN: every comparison is false
+            raise _NaN
+        return (x > y) - (x < y)
+    if ca in ("str", "bool"):
+        return (a[1] > b[1]) - (a[1] < b[1])
+    if ca == "dt":
+        return _dt_compare(a[1], b[1])
+    if ca in ("lang", "lit"):
+        raise Unsupported("ordering of language-tagged or unknown literals")
+    raise SparqlError("IRIs and blank nodes have no order")
+
+
+class _NaNComparison(SparqlError):
+    pass
+
+
+_NaN = _NaNComparison()
+
+
+def _dt_compare(x, y) -> int:
+    if (x.tzinfo is None) != (y.tzinfo is None):
+        raise Unsupported("dateTimes with and without time zone")
+    return (x > y) - (x < y)
+
+
+def ebv(value: tuple) -> bool:
+    """Effective boolean value."""
+    cat, payload = value
+    if cat == "bool":
+        return payload
+    if cat == "num":
+        number = payload[1]
+        return not (number == 0 or number != number)
+    if cat == "str":
+        return payload != ""
+    if cat in ("lit", "lang"):
+        raise Unsupported("EBV of an unmodelled literal")
+    raise SparqlError("no effective boolean value")
+
+
+def arithmetic(op: str, a: tuple, b: tuple) -> tuple:
+    if a[0] != "num" or b[0] != "num":
+        if "lit" in (a[0], b[0]):
+            raise Unsupported("arithmetic on an unknown literal")
+        raise SparqlError("arithmetic on a non-number")
+    kind, x, y = _promote(a[1], b[1])
+    if op == "+":
+        return ("num", (kind, x + y))
+    if op == "-":
+        return ("num", (kind, x - y))
+    if op == "*":
+        return ("num", (kind, x * y))
+    if kind == DOUBLE:
+        if y == 0:
+            return ("num", (DOUBLE, math.nan if x == 0 or x != x else math.copysign(math.inf, x) * math.copysign(1, y)))
+        return ("num", (DOUBLE, x / y))
+    if y == 0:
+        raise SparqlError("division by zero")
+    # Oxigraph's xsd:decimal keeps 18 fractional digits and truncates
+    with localcontext() as ctx:
+        ctx.prec = 80
+        quotient = (Decimal(x) / Decimal(y)).quantize(_EIGHTEEN, rounding=ROUND_DOWN)
+    return ("num", (DECIMAL, quotient))
+
+
+_EIGHTEEN = Decimal("1e-18")
+
+
+def number(value: tuple):
+    if value[0] != "num":
+        raise SparqlError("not a number")
+    return value[1]
