@@ -49,6 +49,8 @@ class GpmEvaluator(Protocol):
 class OxigraphEvaluator:
     """Evaluates any GPM with pyoxigraph (see the module docstring)."""
 
+    batches_mappings = True      # one query answers many runs' mappings: the runtime prefetches
+
     def __init__(self, kb: KnowledgeBase | None = None):
         if kb is None:
             self._store = ox.Store()

@@ -37,10 +37,10 @@ class AtomMatcher:
     kind: str
     gpms: tuple[GpmPattern, ...]
     index: int
+    streams: frozenset[str] = frozenset()
 
-    @property
-    def streams(self) -> frozenset[str]:
-        return frozenset().union(*(g.streams for g in self.gpms))
+    def __post_init__(self):
+        self.streams = frozenset().union(*(g.streams for g in self.gpms))
 
     def label(self) -> str:
         names = [g.name for g in self.gpms]

@@ -132,6 +132,9 @@ class Runtime:
         self.peak_runs = 0
         self._memo: dict[tuple[GpmPattern, Event, frozenset], list[Solution]] = {}
         self._swept: Time | None = None
+        self._batch_streams: set[str] = set()
+        # evaluators that answer many mappings in one query get them together
+        self._prefetching = getattr(evaluator, "batches_mappings", False)
 
     # -- driving ---------------------------------------------------------
 
@@ -172,7 +175,7 @@ class Runtime:
     def _process_partition(self, part: _Partition, time: Time, events: list[Event]) -> None:
         if part.pending:
             self._check_pending(part, events)
-        streams = {e.stream for e in events}
+        streams = self._batch_streams = {e.stream for e in events}
         candidates: dict[int, Run] = {}
         strict = {id(run) for run in part.strict}
         for run in part.strict:
@@ -197,7 +200,8 @@ class Runtime:
                 self._kill(part, run)
                 continue
             live.append(run)
-        self._prefetch(live, events, strict)
+        if self._prefetching:
+            self._prefetch(live, events, strict)
         created: list[Run] = []
         for run in live:
             self._advance(part, run, time, events, created, strict_turn=id(run) in strict)
@@ -216,11 +220,12 @@ class Runtime:
     def _advance(self, part: _Partition, run: Run, time: Time, events: list[Event],
                  created: list[Run], strict_turn: bool, is_root: bool = False) -> None:
         """Try every live edge of ``run`` on the batch; spend edges per strategy."""
+        streams = self._batch_streams
         for edge in list(run.alive_edges()):
             if edge.strategy == STRICT and not strict_turn:
                 run.spent |= 1 << edge.index
                 continue
-            if not (edge.atom.streams & {e.stream for e in events}):
+            if edge.atom.streams.isdisjoint(streams):
                 if edge.strategy == STRICT and not is_root:
                     run.spent |= 1 << edge.index
                 continue

@@ -141,9 +141,10 @@ def canonical(term):
         return term
     found = _canonical_cache.get(term)
     if found is None:
-        _scratch.add(ox.Quad(_P, _P, term))
+        quad = ox.Quad(_P, _P, term)
+        _scratch.add(quad)
         found = next(iter(_scratch.quads_for_pattern(_P, _P, None))).object
-        _scratch.clear()
+        _scratch.remove(quad)      # (clear() costs 40x more)
         if len(_canonical_cache) > 200_000:
             _canonical_cache.clear()
         _canonical_cache[term] = found
