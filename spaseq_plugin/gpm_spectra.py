@@ -209,10 +209,11 @@ class SpectraEvaluator:
 
     def _summarise(self, event: Event) -> None:
         """GRAPH-SUMMARY: the event's triples by predicate, in canonical form."""
-        views: dict[ox.NamedNode, list[tuple]] = {}
+        views: dict[ox.NamedNode, dict[tuple, None]] = {}
         for triple in event.triples:
-            views.setdefault(triple.predicate, []).append((triple.subject, canonical(triple.object)))
-        self._views = views
+            # a graph is a set: canonical forms may make two triples one
+            views.setdefault(triple.predicate, {})[(triple.subject, canonical(triple.object))] = None
+        self._views = {p: list(rows) for p, rows in views.items()}
         self._event = event
         self._standalone = {}
         self._indexes = {}
@@ -255,12 +256,13 @@ class SpectraEvaluator:
                     row[s] = subject
                     added.append(s)
                 if o_var and o_val is None:
-                    if s_var and o == s and obj != row[s]:
-                        for name in added:
-                            del row[name]
-                        continue
-                    row[o] = obj
-                    added.append(o)
+                    if added and o == s:          # ?x :p ?x
+                        if obj != subject:
+                            del row[s]
+                            continue
+                    else:
+                        row[o] = obj
+                        added.append(o)
                 if all(keep(row) for keep in ready):
                     extend(depth + 1, row)
                 for name in added:

@@ -32,6 +32,8 @@ def prepare_sparql(prefixes: dict[str, str], base: str | None, text: str):
     one.  Each later duplicate gets an aliased namespace here, and
     :func:`unalias` turns IRIs read from the algebra back into the real ones.
     """
+    import logging
+
     from rdflib.plugins.sparql import prepareQuery
 
     seen: set[str] = set()
@@ -41,7 +43,14 @@ def prepare_sparql(prefixes: dict[str, str], base: str | None, text: str):
             iri = f"{_ALIAS}{n}:{iri}"
         seen.add(iri)
         lines.append(f"PREFIX {prefix}: <{iri}>")
-    return prepareQuery(" ".join(lines) + " " + text).algebra
+    # rdflib logs a traceback for every ill-typed literal ("abc"^^xsd:integer); SPARQL allows them
+    term_log = logging.getLogger("rdflib.term")
+    level = term_log.level
+    term_log.setLevel(logging.CRITICAL)
+    try:
+        return prepareQuery(" ".join(lines) + " " + text).algebra
+    finally:
+        term_log.setLevel(level)
 
 
 def unalias(iri: str) -> str:

@@ -594,7 +594,7 @@ WHERE {{
   DEFINE GPM B ON S2 {{
     ?wthr :loc ?l ; :value ?vl .
     ?vl :windsp ?sp ; :temp ?temp .
-    FILTER (?sp > 2)
+    FILTER (?sp > 0)
   }}
   DEFINE GPM C ON S3 {{
     ?storage :loc ?l ; :pow ?spw .
