@@ -114,14 +114,7 @@ def _relational(expr):
     test = {"<": lambda c: c < 0, ">": lambda c: c > 0, "<=": lambda c: c <= 0,
             ">=": lambda c: c >= 0}[op]
 
-    def ordered(row):
-        try:
-            return TRUE if test(compare(left(row), right(row))) else FALSE
-        except SparqlError as e:
-            if type(e).__name__ == "_NaNComparison":
-                return FALSE
-            raise
-    return ordered
+    return lambda row: TRUE if test(compare(left(row), right(row))) else FALSE
 
 
 def _and(expr):

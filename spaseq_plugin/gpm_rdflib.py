@@ -12,9 +12,13 @@ It exists to be measured against (``spaseq bench``) and to cross-check the
 other evaluators: it must give the same solutions as ``OxigraphEvaluator``.
 Three details keep it so:
 
-* Literals are built with ``normalize=False``: rdflib otherwise rewrites
-  lexical forms (``"038.0"^^xsd:double`` becomes ``"38.0"``), and the term
-  would neither join with the original nor come back out unchanged.
+* Literals are built with ``normalize=False`` (rdflib's own normalisation
+  would turn ``"038.0"^^xsd:double`` into ``"38.0"`` for data but not for
+  the same literal in query text, so joins would break), after being put
+  in the canonical form Oxigraph stores them in (``"038.0"^^xsd:double`` is
+  ``"38"`` there): Oxigraph identifies typed literals by value, and its
+  results carry the canonical form.  Solutions are canonicalised the same
+  way on the way out.
 * Blank nodes of the event are replaced by skolem IRIs, as in the oxigraph
   evaluator (SPARQL VALUES cannot hold blank nodes), and turned back on
   the way out.
@@ -58,6 +62,35 @@ def ox_to_rdflib(term):
     raise ValueError(f"not an RDF term: {term!r}")
 
 
+_XSD = "http://www.w3.org/2001/XMLSchema#"
+_PLAIN = {_XSD + "string", "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"}
+
+
+class _Canonical:
+    """Typed literals in Oxigraph's canonical form (a scratch store does it)."""
+
+    _S = ox.NamedNode("urn:spaseq:canonical")
+
+    def __init__(self, limit: int = 100_000):
+        self._store = ox.Store()
+        self._cache: dict[ox.Literal, ox.Literal] = {}
+        self._limit = limit
+
+    def __call__(self, term):
+        if not isinstance(term, ox.Literal) or term.language or term.datatype.value in _PLAIN:
+            return term
+        out = self._cache.get(term)
+        if out is None:
+            if len(self._cache) >= self._limit:
+                self._cache.clear()
+            quad = ox.Quad(self._S, self._S, term)
+            self._store.add(quad)
+            out = next(iter(self._store.quads_for_pattern(self._S, self._S, None))).object
+            self._store.remove(ox.Quad(self._S, self._S, out))
+            self._cache[term] = out
+        return out
+
+
 class RdflibEvaluator:
     """Evaluates any GPM with rdflib's SPARQL engine (see the module docstring)."""
 
@@ -68,13 +101,15 @@ class RdflibEvaluator:
         self._graph: Graph | None = None          # the event alone
         self._dataset_event: Event | None = None  # the event the dataset's default graph holds
         self._texts: dict[tuple, str] = {}
+        self._canonical = _Canonical()
 
     # -- the event graph -------------------------------------------------
 
     def _triples(self, event: Event):
+        canonical = self._canonical
         for t in event.triples:
             yield (ox_to_rdflib(_skolem(t.subject)), ox_to_rdflib(t.predicate),
-                   ox_to_rdflib(_skolem(t.object)))
+                   ox_to_rdflib(canonical(_skolem(t.object))))
 
     def _event_graph(self, event: Event) -> Graph:
         if self._event is not event:
@@ -93,7 +128,7 @@ class RdflibEvaluator:
                         continue    # the KB's default graph is not visible to GPMs
                     graph = self._dataset.graph(ox_to_rdflib(quad.graph_name))
                     graph.add((ox_to_rdflib(quad.subject), ox_to_rdflib(quad.predicate),
-                               ox_to_rdflib(quad.object)))
+                               ox_to_rdflib(self._canonical(quad.object))))
         if self._dataset_event is not event:
             default = self._dataset.default_context
             default.remove((None, None, None))
@@ -110,7 +145,7 @@ class RdflibEvaluator:
         columns = sorted({v for m in mappings for v in m if v in gpm.mentioned})
         results: list[list[Solution]] = [[] for _ in mappings]
         if not columns:
-            solutions = [self._solution(row, gpm) for row in target.query(self._text(gpm, ()))]
+            solutions = [self._solution(row.asdict(), gpm) for row in target.query(self._text(gpm, ()))]
             return [list(solutions) for _ in mappings]
         rows = " ".join(
             "(" + str(i) + " " + " ".join(_sparql(m.get(c)) for c in columns) + ")"
@@ -118,7 +153,7 @@ class RdflibEvaluator:
         text = self._text(gpm, tuple(columns)).replace("%ROWS%", rows, 1)
         for row in target.query(text):
             values = row.asdict()
-            results[int(str(values[_ROW]))].append(self._solution(row, gpm, values))
+            results[int(str(values[_ROW]))].append(self._solution(values, gpm))
         return results
 
     def _text(self, gpm: GpmPattern, columns: tuple[str, ...]) -> str:
@@ -132,13 +167,10 @@ class RdflibEvaluator:
             self._texts[key] = text
         return text
 
-    @staticmethod
-    def _solution(row, gpm: GpmPattern, values: dict | None = None) -> Solution:
-        if values is None:
-            values = row.asdict()
+    def _solution(self, values: dict, gpm: GpmPattern) -> Solution:
         out: Solution = {}
         for var in gpm.mentioned:
             value = values.get(var)
             if value is not None:
-                out[var] = _unskolem(rdflib_to_ox(value))
+                out[var] = _unskolem(self._canonical(rdflib_to_ox(value)))
         return out

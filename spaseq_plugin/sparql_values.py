@@ -184,7 +184,13 @@ def equal(a: tuple, b: tuple) -> bool:
 
 
 def compare(a: tuple, b: tuple) -> int:
-    """SPARQL ordering for ``<`` ``>`` ``<=`` ``>=``: -1, 0, 1 (or an error)."""
+    """SPARQL ordering for ``<`` ``>`` ``<=`` ``>=``: -1, 0, 1 (or an error).
+
+    As in Oxigraph, a term is ordered equal to itself whatever its kind
+    (an IRI, an unknown literal, even NaN).
+    """
+    if a is b or a == b or (_is_nan(a) and _is_nan(b)):
+        return 0
     ca, cb = a[0], b[0]
     if ca != cb:
         if "lit" in (ca, cb) or "lang" in (ca, cb):
@@ -192,8 +198,8 @@ def compare(a: tuple, b: tuple) -> int:
         raise SparqlError("incomparable terms")
     if ca == "num":
         _, x, y = _promote(a[1], b[1])
-        if x != x or y != y:             # NaN: every comparison is false
-            raise _NaN
+        if x != x or y != y:             # NaN has no order (Oxigraph: an error)
+            raise SparqlError("NaN has no order")
         return (x > y) - (x < y)
     if ca in ("str", "bool"):
         return (a[1] > b[1]) - (a[1] < b[1])
@@ -204,11 +210,8 @@ def compare(a: tuple, b: tuple) -> int:
     raise SparqlError("IRIs and blank nodes have no order")
 
 
-class _NaNComparison(SparqlError):
-    pass
-
-
-_NaN = _NaNComparison()
+def _is_nan(value: tuple) -> bool:
+    return value[0] == "num" and value[1][0] == DOUBLE and value[1][1] != value[1][1]
 
 
 def _dt_compare(x, y) -> int:

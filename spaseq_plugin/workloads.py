@@ -53,7 +53,8 @@ from .kb import KnowledgeBase
 __all__ = [
     "WORKLOADS", "Workload", "STRATEGIES", "data_dir", "write_trig", "write_nquads",
     "stock_events", "company_kb", "credit_events", "card_kb", "smarthome_events", "smartgrid_kb",
-    "traffic_events", "vessel_events", "vessel_kb", "kb_quads",
+    "traffic_events", "traffic_kb", "vessel_events", "vessel_kb", "kb_quads", "open_source", "Source",
+    "DEFAULT_WORKLOADS", "StreamWriter",
     "q1_smart_grid", "q2_big_after_small", "q3_head_and_shoulders", "q4_v_shape",
     "q5_traffic", "q6_trajectory",
 ]
@@ -357,20 +358,23 @@ def _card_entity(k: int, seed: int) -> list[tuple]:
     db = CCD_DB
     card = _iri(f"{PRED}card#{k}")
     bank = _iri(f"{PRED}bank/{k % 50}")
-    return [
+    triples = [
         (card, _iri(db + "cardHolder"), ox.Literal(f"Holder {k}")),
         (card, _iri(db + "holderAddress"), ox.Literal(f"{rng.randint(1, 999)} Elm Street, Springfield")),
         (card, _iri(db + "issuingBank"), bank),
         (card, _iri(db + "cardType"), ox.Literal(rng.choice(["visa", "mastercard", "amex"]))),
-        (bank, _iri(db + "bankAddress"), ox.Literal(f"{k % 50} Bank Plaza")),
     ]
+    if k < 50:
+        triples.append((bank, _iri(db + "bankAddress"), ox.Literal(f"{k} Bank Plaza")))
+    return triples
 
 
 def card_kb(size: int = 10_000, seed: int = 2) -> KnowledgeBase:
     """A KB of ``size`` triples about cards (holder, address, bank, type) in
-    graph ``<http://creditcard.org/db>``: 5 triples per card, cards 0, 1, 2, ..."""
+    graph ``<http://creditcard.org/db>``: 4 triples per card (and 50 banks'
+    addresses), cards 0, 1, 2, ... (at least the 214 the data uses)."""
     kb = KnowledgeBase()
-    kb.store.bulk_extend(kb_quads(CCD_KB, lambda k: _card_entity(k, seed), max(size, 5 * 300)))
+    kb.store.bulk_extend(kb_quads(CCD_KB, lambda k: _card_entity(k, seed), max(size, 1_000)))
     return kb
 
 
@@ -797,17 +801,20 @@ def _vessel_entity(k: int, seed: int) -> list[tuple]:
     rng = random.Random(seed * 1_000_003 + k)
     db = HARBOUR_DB
     v, company = _iri(f"{PRED}vessel/{k}"), _iri(f"{PRED}fleet/{k % 7}")
-    return [(v, _iri(db + "name"), ox.Literal(f"Vessel {k}")),
-            (v, _iri(db + "operatedBy"), company),
-            (v, _iri(db + "flag"), ox.Literal(rng.choice(["FR", "NO", "DK", "ES"]))),
-            (company, _iri(db + "name"), ox.Literal(f"Fleet {k % 7}"))]
+    triples = [(v, _iri(db + "name"), ox.Literal(f"Vessel {k}")),
+               (v, _iri(db + "operatedBy"), company),
+               (v, _iri(db + "flag"), ox.Literal(rng.choice(["FR", "NO", "DK", "ES"])))]
+    if k < 7:
+        triples.append((company, _iri(db + "name"), ox.Literal(f"Fleet {k}")))
+    return triples
 
 
 def vessel_kb(size: int = 1_000, seed: int = 6) -> KnowledgeBase:
     """The harbour KB of Q6 (graph ``<http://harbour.org/db>``): vessel name,
-    operator and flag, operator name; 4 triples per vessel, up to ``size``."""
+    operator and flag (3 triples per vessel) and 7 operators' names, up to
+    ``size`` triples (at least the generator's 20 vessels)."""
     kb = KnowledgeBase()
-    kb.store.bulk_extend(kb_quads(HARBOUR_KB, lambda k: _vessel_entity(k, seed), max(size, 4 * 100)))
+    kb.store.bulk_extend(kb_quads(HARBOUR_KB, lambda k: _vessel_entity(k, seed), max(size, 100)))
     return kb
 
 
@@ -883,24 +890,57 @@ def _take(events: Iterator[Event], n: int | None) -> Iterator[Event]:
 def _real_credit(n: int) -> Iterator[Event]:
     """``card10k.nt`` cut every two triples (the reference implementation's
     manifest reading, times 1, 2, 3, ...), repeated when more is asked."""
+    source = Source("nt-chunks", {CCD_STREAM: [str(data_dir() / CARD_FILE)]}, chunk=2, cycle=True)
+    from .errors import EventError
+    return (e for e in open_source(source, n) if not isinstance(e, EventError))
+
+
+def _repeat_chunks(path: str, stream: str, chunk: int, cycle: bool):
     from .errors import EventError
     from .streams.files import read_ntriples_chunks
-    path = data_dir() / CARD_FILE
+    shift = 0
+    for k in itertools.count():
+        last = 0
+        for item in read_ntriples_chunks(path, stream, chunk):
+            if isinstance(item, EventError):
+                yield item
+                continue
+            last = item.time
+            yield item if k == 0 else Event(item.stream, item.time + shift, item.triples,
+                                             item.name, item.position, item.is_datetime)
+        if last == 0 or not cycle:
+            return
+        shift += last
 
-    def repeat():
-        shift = 0
-        for k in itertools.count():
-            last = 0
-            for item in read_ntriples_chunks(str(path), CCD_STREAM, 2):
-                if isinstance(item, EventError):
-                    continue
-                last = item.time
-                yield item if k == 0 else Event(item.stream, item.time + shift, item.triples,
-                                                 item.name, item.position, item.is_datetime)
-            if last == 0:
-                return
-            shift += last
-    return itertools.islice(repeat(), n)
+
+def open_source(source: "Source", limit: int | None = None):
+    """The prepared input of a workload, read the way ``spaseq run`` reads
+    it (stream files, merged by time): ``Event`` and ``EventError`` items,
+    at most ``limit`` events."""
+    from .errors import EventError
+    from .streams.files import merge_streams, read_stream_file
+    readers = []
+    for stream, paths in source.paths.items():
+        for path in paths:
+            if source.kind == "nt-chunks":
+                readers.append(_repeat_chunks(path, stream, source.chunk, source.cycle))
+            else:
+                readers.append(read_stream_file(path, stream))
+    items = readers[0] if len(readers) == 1 else merge_streams(readers)
+    if limit is None:
+        return items
+
+    def limited():
+        n = 0
+        if limit <= 0:
+            return
+        for item in items:
+            yield item
+            if not isinstance(item, EventError):
+                n += 1
+                if n >= limit:
+                    return
+    return limited()
 
 
 # =============================================================================
@@ -990,7 +1030,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
              data_note="UMass Smart* HomeC slice (power 10 s means, weather 1 min, solar 10 s)"),
     Workload("credit", "Q2", "credit cards: a transaction, then bigger ones (x10) of the same card+ (KB)",
              q2_big_after_small, lambda n: (_real_credit(n) if _exists(CARD_FILE)() else credit_events(n)),
-             (60, 300, 1800), ",", make_kb=lambda size: card_kb(size), kb_size=10_000,
+             (60, 300, 1800), ",", make_kb=lambda size: card_kb(size), kb_size=10_000, any_max_window=30,
              real=_exists(CARD_FILE), data_note="card10k.nt (2 triples per event, times 1, 2, 3, ...)"),
     Workload("stock-hs", "Q3", "stock market: head and shoulders, 7 GPMs, per company",
              q3_head_and_shoulders, lambda n: stock_events(n), (300, 900, 1800), ";"),

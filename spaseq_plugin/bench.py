@@ -1,0 +1,917 @@
+"""``spaseq bench``: throughput, latency and memory of the engine on the
+paper's workloads, against the plain baselines, with a results check.
+
+For every (workload, strategy, window, evaluator) configuration the input
+is first written to stream files (or, for the credit cards, read from the
+real N-Triples file), and each measurement runs in a **fresh process**
+(``multiprocessing``, spawn) that reads those files with the project's own
+stream readers and pushes every event into an :class:`~spaseq_plugin.Engine`:
+
+* ``parse``     reading and building the events only: the floor;
+* ``spectra``   the engine with ``SpectraEvaluator`` (when it exists);
+* ``oxigraph``  the engine with ``OxigraphEvaluator``;
+* ``rdflib``    the engine with ``RdflibEvaluator``, the naive baseline; it is
+                slow, so it reads only the first ``--rdflib-events`` events
+                and its *rates* are compared (the others are also timed on
+                that same prefix, for the ``x rdflib`` ratio).
+
+Every evaluator must give the same multiset of results (time, bindings,
+events) on the same input: the bench checks it on every configuration and
+fails loudly (exit status 1) when they differ.
+
+See docs/bench.md for the columns and the workloads.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import dataclasses
+import hashlib
+import importlib
+import json
+import math
+import os
+import platform
+import shutil
+import statistics
+import sys
+import tempfile
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from .workloads import DEFAULT_WORKLOADS, STRATEGIES, WORKLOADS, Source, open_source
+
+EVALUATORS = ("spectra", "oxigraph", "rdflib")
+_STRATEGY_LABEL = {",": "SC", ";": "STN", ":": "STA"}
+_UNITS = {"ms": 0.001, "s": 1, "m": 60, "min": 60, "h": 3600}
+
+
+# =============================================================================
+# Command line
+# =============================================================================
+
+def add_bench_parser(subparsers) -> argparse.ArgumentParser:
+    """Add the ``bench`` subcommand to ``spaseq``'s subparsers."""
+    p = subparsers.add_parser(
+        "bench", help="benchmark the engine on the paper's workloads",
+        description="Measure throughput, per-event latency, memory and active runs of the "
+                    "engine on the SPASEQ paper's workloads (Q1-Q6), against a parse-only floor, "
+                    "the Oxigraph evaluator and a plain rdflib evaluator, and check that every "
+                    "evaluator gives the same results. See docs/bench.md.")
+    p.add_argument("--workload", "-w", nargs="+", metavar="NAME", default=None,
+                   help=f"workloads to run (default: {' '.join(DEFAULT_WORKLOADS)}; "
+                        f"all: {' '.join(WORKLOADS)}; 'all' runs every one)")
+    p.add_argument("--events", "-n", type=int, default=None, metavar="N",
+                   help="events per configuration (default 5000; --quick: 150)")
+    p.add_argument("--windows", metavar="LIST", default=None,
+                   help="window sizes, comma-separated, in seconds or with a unit "
+                        "(60,300 or 1m,5m,1h; default: each workload's own three)")
+    p.add_argument("--strategies", metavar="LIST", default=None,
+                   help="selection strategies, comma-separated: strict (,) next (;) any (:) "
+                        "(default: strict,next; 'any' runs only on windows up to the workload's "
+                        "limit, it is exponential)")
+    p.add_argument("--evaluators", metavar="LIST", default=",".join(EVALUATORS),
+                   help="GPM evaluators, comma-separated, from spectra, oxigraph, rdflib "
+                        "(default: all three; a missing one is skipped with a note)")
+    p.add_argument("--rdflib-events", type=int, default=None, metavar="N",
+                   help="events the rdflib baseline reads (default 400; --quick: 100); the "
+                        "results check runs every evaluator on this prefix")
+    p.add_argument("--kb-sizes", metavar="LIST", default=None,
+                   help="background KB sizes in triples for workloads with a KB, comma-separated "
+                        "(e.g. 10000,100000,1000000; default: each workload's own)")
+    p.add_argument("--no-parse", action="store_true", help="skip the parse-only baseline")
+    p.add_argument("--json", metavar="FILE", help="write every measurement as JSON here")
+    p.add_argument("--plot", metavar="DIR",
+                   help="write PNG charts (throughput and p50/p99 latency against window size) "
+                        "into DIR; needs matplotlib")
+    p.add_argument("--rss-scaling", action="store_true",
+                   help="also run each workload's first configuration at 1x and 10x events and "
+                        "report the ratio of peak RSS")
+    p.add_argument("--repeat", type=int, default=1, metavar="K",
+                   help="run each configuration K times and keep the median (default 1)")
+    p.add_argument("--timeout", type=float, default=900, metavar="SEC",
+                   help="give up on one configuration after SEC seconds (default 900)")
+    p.add_argument("--format", choices=("trig", "nq"), default="trig", dest="input_format",
+                   help="stream file format the generated input is written in (default trig)")
+    p.add_argument("--data-dir", metavar="DIR",
+                   help="write the prepared stream and KB files here and keep them "
+                        "(default: a temporary folder, removed at the end)")
+    p.add_argument("--inline", action="store_true",
+                   help="measure in this process instead of a fresh one per configuration "
+                        "(faster; no RSS figures)")
+    p.add_argument("--quick", action="store_true",
+                   help="tiny scale (150 events, one window, small KBs): a smoke test")
+    p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    p.set_defaults(func=run_bench)
+    return p
+
+
+class BenchError(Exception):
+    """Bad bench arguments."""
+
+
+def run_bench(args: argparse.Namespace) -> int:
+    """Run the benchmark ``args`` describe; 0 when every check passed, 1 when
+    evaluators disagreed or a configuration failed, 2 for bad arguments."""
+    try:
+        plan = _plan(args)
+    except BenchError as e:
+        print(f"spaseq bench: {e}", file=sys.stderr)
+        return 2
+    log = _Log(not getattr(args, "quiet", False))
+    for note in plan.notes:
+        log.note(note)
+    keep = getattr(args, "data_dir", None)
+    root = Path(keep) if keep else Path(tempfile.mkdtemp(prefix="spaseq-bench-"))
+    try:
+        report = _execute(plan, root, log)
+    finally:
+        if not keep:
+            shutil.rmtree(root, ignore_errors=True)
+    print(format_table(report))
+    for line in report.messages:
+        print(line)
+    if getattr(args, "json", None):
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(report.to_json(plan), f, indent=1, default=str)
+        log.note(f"wrote {args.json}")
+    if getattr(args, "plot", None):
+        written = plot(report, args.plot)
+        if written is None:
+            print("spaseq bench: --plot needs matplotlib, which is not installed "
+                  "(pip install matplotlib, or the 'bench' extra); no charts written", file=sys.stderr)
+        else:
+            log.note(f"wrote {len(written)} chart(s) into {args.plot}")
+    return 1 if report.failed else 0
+
+
+# =============================================================================
+# Planning
+# =============================================================================
+
+@dataclass
+class Plan:
+    workloads: list[str]
+    events: int
+    rdflib_events: int
+    windows: list[int] | None
+    strategies: list[str]
+    evaluators: list[str]
+    kb_sizes: list[int] | None
+    parse: bool
+    repeat: int
+    timeout: float
+    fmt: str
+    inline: bool
+    quick: bool
+    rss_scaling: bool
+    notes: list[str] = field(default_factory=list)
+
+    def windows_for(self, name: str) -> list[int]:
+        w = WORKLOADS[name]
+        if self.windows:
+            return self.windows
+        return [w.windows[0]] if self.quick else list(w.windows)
+
+    def kb_sizes_for(self, name: str) -> list[int | None]:
+        w = WORKLOADS[name]
+        if w.make_kb is None:
+            return [None]
+        if self.kb_sizes:
+            return list(self.kb_sizes)
+        return [min(w.kb_size, 2_000)] if self.quick else [w.kb_size]
+
+
+def _plan(args) -> Plan:
+    quick = bool(getattr(args, "quick", False))
+    names = getattr(args, "workload", None) or list(DEFAULT_WORKLOADS)
+    if "all" in names:
+        names = list(WORKLOADS)
+    for name in names:
+        if name not in WORKLOADS:
+            raise BenchError(f"unknown workload {name!r} (known: {', '.join(WORKLOADS)})")
+    events = getattr(args, "events", None) or (150 if quick else 5000)
+    rdflib_events = getattr(args, "rdflib_events", None) or (100 if quick else 400)
+    if events < 1 or rdflib_events < 1:
+        raise BenchError("--events and --rdflib-events must be at least 1")
+    windows = _parse_windows(args.windows) if getattr(args, "windows", None) else None
+    strategies = _parse_strategies(getattr(args, "strategies", None) or "strict,next")
+    notes: list[str] = []
+    evaluators = []
+    for name in _split(getattr(args, "evaluators", None) or ",".join(EVALUATORS)):
+        if name not in EVALUATORS:
+            raise BenchError(f"unknown evaluator {name!r} (use {', '.join(EVALUATORS)})")
+        problem = evaluator_problem(name)
+        if problem:
+            notes.append(f"skipping the {name} evaluator: {problem}")
+            continue
+        if name not in evaluators:
+            evaluators.append(name)
+    if not evaluators and getattr(args, "no_parse", False):
+        raise BenchError("nothing to measure: no evaluator available and --no-parse")
+    kb_sizes = None
+    if getattr(args, "kb_sizes", None):
+        try:
+            kb_sizes = [int(float(x)) for x in _split(args.kb_sizes)]
+        except ValueError:
+            raise BenchError(f"--kb-sizes {args.kb_sizes}: expected numbers of triples") from None
+    repeat = max(1, int(getattr(args, "repeat", 1) or 1))
+    return Plan(names, events, min(rdflib_events, events), windows, strategies, evaluators, kb_sizes,
+                not getattr(args, "no_parse", False), repeat, float(getattr(args, "timeout", 900) or 900),
+                getattr(args, "input_format", "trig") or "trig", bool(getattr(args, "inline", False)),
+                quick, bool(getattr(args, "rss_scaling", False)), notes)
+
+
+def _split(text: str) -> list[str]:
+    return [x.strip() for x in text.replace(" ", ",").split(",") if x.strip()]
+
+
+def _parse_windows(text: str) -> list[int]:
+    out = []
+    for item in _split(text):
+        number = item.rstrip("abcdefghijklmnopqrstuvwxyz")
+        unit = item[len(number):] or "s"
+        if unit not in _UNITS:
+            raise BenchError(f"--windows {item}: unknown unit {unit!r} (use ms, s, m, h)")
+        try:
+            seconds = float(number) * _UNITS[unit]
+        except ValueError:
+            raise BenchError(f"--windows {item}: not a number") from None
+        if seconds <= 0:
+            raise BenchError(f"--windows {item}: must be positive")
+        out.append(int(seconds) if seconds == int(seconds) else seconds)
+    return out
+
+
+def _parse_strategies(text: str) -> list[str]:
+    """``strict,next,any`` (or sc, stn, sta), or the operators themselves
+    written together: ``';:'``, ``,``."""
+    text = text.strip()
+    if text and not any(ch.isalpha() for ch in text):
+        items = [ch for ch in text if not ch.isspace()]
+    else:
+        items = _split(text)
+    out = []
+    for item in items:
+        op = STRATEGIES.get(item.lower())
+        if op is None:
+            raise BenchError(f"--strategies: unknown strategy {item!r} (use strict, next, any, or , ; :)")
+        if op not in out:
+            out.append(op)
+    if not out:
+        raise BenchError("--strategies: no strategy given")
+    return out
+
+
+def evaluator_problem(name: str) -> str | None:
+    """Why evaluator ``name`` cannot be used here (``None``: it can)."""
+    if name != "spectra":
+        return None
+    try:
+        module = importlib.import_module("spaseq_plugin.gpm_spectra")
+    except ModuleNotFoundError as e:
+        if e.name and e.name.endswith("gpm_spectra"):
+            return "spaseq_plugin.gpm_spectra does not exist yet"
+        return f"cannot import spaseq_plugin.gpm_spectra: {e}"
+    except Exception as e:  # noqa: BLE001 - any import failure means: skip it
+        return f"cannot import spaseq_plugin.gpm_spectra: {type(e).__name__}: {e}"
+    if not hasattr(module, "SpectraEvaluator"):
+        return "spaseq_plugin.gpm_spectra has no SpectraEvaluator"
+    return None
+
+
+def make_evaluator(name: str, kb):
+    """A GPM evaluator by bench name (``spectra``, ``oxigraph``, ``rdflib``)."""
+    if name == "oxigraph":
+        from .gpm_oxigraph import OxigraphEvaluator
+        return OxigraphEvaluator(kb)
+    if name == "rdflib":
+        from .gpm_rdflib import RdflibEvaluator
+        return RdflibEvaluator(kb)
+    if name == "spectra":
+        from .gpm_spectra import SpectraEvaluator     # type: ignore[import-not-found]
+        return SpectraEvaluator(kb=kb)
+    raise ValueError(f"unknown evaluator {name!r}")
+
+
+# =============================================================================
+# One measurement (runs in a fresh process)
+# =============================================================================
+
+@dataclass
+class Task:
+    workload: str
+    strategy: str | None          # None: parse-only
+    window: int | None
+    evaluator: str                # "parse", "spectra", "oxigraph", "rdflib"
+    query: str | None
+    source: Source
+    limit: int
+    kb: list[str]
+    kb_size: int | None
+    check_limit: int | None       # also digest the results of this many events
+    progress: bool = True
+
+
+class _Histogram:
+    """Per-event latencies in geometric buckets (2 % wide): constant memory."""
+
+    _SCALE = 50.0
+
+    def __init__(self):
+        self.counts: Counter = Counter()
+        self.n = 0
+        self.total = 0
+
+    def add(self, ns: int) -> None:
+        self.counts[int(math.log(ns) * self._SCALE) if ns > 1 else 0] += 1
+        self.n += 1
+        self.total += ns
+
+    def quantile(self, q: float) -> float | None:
+        """The q-quantile in microseconds (bucket midpoint)."""
+        if not self.n:
+            return None
+        rank = q * (self.n - 1)
+        seen = 0
+        for bucket in sorted(self.counts):
+            seen += self.counts[bucket]
+            if seen > rank:
+                return math.exp((bucket + 0.5) / self._SCALE) / 1000.0
+        return None
+
+
+class _Digest:
+    """An order-independent fingerprint of a multiset of results."""
+
+    def __init__(self, keep: int = 0):
+        self.count = 0
+        self.sum = 0
+        self.keep = keep
+        self.items: list[str] = []
+
+    def add(self, result) -> None:
+        text = canonical_result(result)
+        self.count += 1
+        self.sum = (self.sum + int.from_bytes(hashlib.blake2b(text.encode(), digest_size=16).digest(), "big")) \
+            & ((1 << 128) - 1)
+        if len(self.items) < self.keep:
+            self.items.append(text)
+
+    def to_json(self) -> dict:
+        return {"count": self.count, "hash": f"{self.sum:032x}"}
+
+
+def canonical_result(result) -> str:
+    """One result as a string that is equal across evaluators when the result is."""
+    if result.bindings is not None:
+        body = ";".join(f"{k}={v}" for k, v in sorted(result.bindings.items()))
+    else:
+        body = "|".join(sorted(str(t) for t in result.triples or ()))
+    events = ",".join(f"{e.stream}@{e.time}" for e in result.events)
+    return f"{result.time}|{body}|{events}"
+
+
+def _rss_kb() -> int | None:
+    try:
+        import resource
+    except ImportError:            # not on this platform
+        return None
+    rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return rss // 1024 if sys.platform == "darwin" else rss
+
+
+def measure(task: Task, measure_rss: bool = True) -> dict:
+    """Run one configuration here and now; a dict of metrics."""
+    # everything the run needs is imported before the RSS baseline
+    from .compiler import compile_query
+    from .engine import Engine
+    from .errors import EventError
+    from .kb import KnowledgeBase
+    from . import gpm_oxigraph, gpm_rdflib  # noqa: F401
+    if task.evaluator == "spectra":
+        importlib.import_module("spaseq_plugin.gpm_spectra")
+    baseline = _rss_kb() if measure_rss else None
+    out: dict = {"workload": task.workload, "strategy": task.strategy, "window": task.window,
+                 "evaluator": task.evaluator, "kb_size": task.kb_size, "limit": task.limit}
+    label = f"{task.workload} {_STRATEGY_LABEL.get(task.strategy, '')} {task.window or ''} {task.evaluator}"
+    progress = _WorkerProgress(label, task.progress)
+
+    if task.evaluator == "parse":
+        started = time.perf_counter()
+        events = triples = rejected = 0
+        for item in open_source(task.source, task.limit):
+            if isinstance(item, EventError):
+                rejected += 1
+                continue
+            events += 1
+            triples += len(item.triples)
+            progress.tick(events, None)
+        seconds = time.perf_counter() - started
+        out.update(events=events, triples=triples, rejected=rejected, seconds=seconds,
+                   eps=events / seconds if seconds > 0 else None,
+                   tps=triples / seconds if seconds > 0 else None)
+    else:
+        compiled = compile_query(task.query)
+        started_kb = time.perf_counter()
+        kb = KnowledgeBase.from_specs(task.kb) if task.kb else None
+        out["kb_load_seconds"] = time.perf_counter() - started_kb
+
+        def run(limit: int, progress) -> dict:
+            evaluator = make_evaluator(task.evaluator, kb)
+            engine = Engine(compiled, kb=kb, evaluator=evaluator)
+            hist, digest = _Histogram(), _Digest()
+            runs_sum = runs_peak = 0
+            clock = time.perf_counter_ns
+            started = time.perf_counter()
+            for item in open_source(task.source, limit):
+                if isinstance(item, EventError):
+                    engine.reject(item)
+                    continue
+                t0 = clock()
+                results = engine.push_event(item)
+                hist.add(clock() - t0)
+                active = engine.runtime.active_runs
+                runs_sum += active
+                if active > runs_peak:
+                    runs_peak = active
+                for r in results:
+                    digest.add(r)
+                progress.tick(hist.n, active)
+            t0 = clock()
+            for r in engine.close():
+                digest.add(r)
+            close_ns = clock() - t0
+            seconds = time.perf_counter() - started
+            s = engine.stats
+            return {"events": s.events, "triples": s.triples, "rejected": s.rejected,
+                    "matches": s.matches, "results": s.results, "seconds": seconds,
+                    "engine_seconds": (hist.total + close_ns) / 1e9,
+                    "eps": s.events / seconds if seconds > 0 else None,
+                    "tps": s.triples / seconds if seconds > 0 else None,
+                    "p50_us": hist.quantile(0.5), "p99_us": hist.quantile(0.99),
+                    "mean_us": hist.total / hist.n / 1000 if hist.n else None,
+                    "peak_runs": max(runs_peak, s.peak_runs),
+                    "mean_runs": runs_sum / hist.n if hist.n else 0.0,
+                    "digest": digest.to_json()}
+
+        out.update(run(task.limit, progress))
+        rss = _rss_kb() if measure_rss else None
+        if task.check_limit is not None and task.check_limit < task.limit:
+            prefix = run(task.check_limit, _WorkerProgress(label + " (check prefix)", False))
+            out["check"] = {"events": prefix["events"], "digest": prefix["digest"],
+                            "eps": prefix["eps"], "seconds": prefix["seconds"]}
+        else:
+            out["check"] = {"events": out["events"], "digest": out["digest"], "eps": out["eps"],
+                            "seconds": out["seconds"]}
+        out["peak_rss_mb"] = rss / 1024 if rss is not None else None
+        out["rss_mb"] = (rss - baseline) / 1024 if rss is not None and baseline is not None else None
+        progress.done()
+        return out
+    rss = _rss_kb() if measure_rss else None
+    out["peak_rss_mb"] = rss / 1024 if rss is not None else None
+    out["rss_mb"] = (rss - baseline) / 1024 if rss is not None and baseline is not None else None
+    progress.done()
+    return out
+
+
+class _WorkerProgress:
+    """A line on stderr every 10 s of a long measurement."""
+
+    def __init__(self, label: str, enabled: bool):
+        self.label = label
+        self.enabled = enabled
+        self.start = self.last = time.monotonic()
+        self.count = 0
+        self.shown = False
+
+    def tick(self, events: int, runs: int | None) -> None:
+        if not self.enabled:
+            return
+        self.count += 1
+        if self.count & 255:
+            return
+        now = time.monotonic()
+        if now - self.last < 10:
+            return
+        self.last = now
+        rate = events / (now - self.start)
+        extra = f", {runs:,} active runs" if runs is not None else ""
+        print(f"spaseq bench:   ... {self.label}: {events:,} events, {rate:,.0f} ev/s{extra}",
+              file=sys.stderr, flush=True)
+        self.shown = True
+
+    def done(self) -> None:
+        pass
+
+
+def _worker(task: Task, conn) -> None:
+    try:
+        conn.send(("ok", measure(task)))
+    except BaseException as e:  # noqa: BLE001 - reported to the parent
+        import traceback
+        conn.send(("error", f"{type(e).__name__}: {e}\n{traceback.format_exc(limit=8)}"))
+    finally:
+        conn.close()
+
+
+def run_task(task: Task, inline: bool, timeout: float) -> dict:
+    """Measure ``task`` in a fresh spawned process (or here with ``inline``)."""
+    if inline:
+        try:
+            return measure(task, measure_rss=False)
+        except Exception as e:  # noqa: BLE001
+            return _failed(task, f"{type(e).__name__}: {e}")
+    import multiprocessing
+    ctx = multiprocessing.get_context("spawn")
+    receiver, sender = ctx.Pipe(duplex=False)
+    process = ctx.Process(target=_worker, args=(task, sender), daemon=True)
+    process.start()
+    sender.close()
+    try:
+        if receiver.poll(timeout):
+            status, payload = receiver.recv()
+        else:
+            status, payload = "error", f"timeout after {timeout:.0f} s"
+    except EOFError:
+        status, payload = "error", "the measuring process died"
+    finally:
+        receiver.close()
+        process.join(5)
+        if process.is_alive():
+            process.terminate()
+            process.join(5)
+    if status == "ok":
+        return payload
+    return _failed(task, payload if process.exitcode in (0, None) or "timeout" in payload
+                   else f"{payload} (exit status {process.exitcode})")
+
+
+def _failed(task: Task, message: str) -> dict:
+    return {"workload": task.workload, "strategy": task.strategy, "window": task.window,
+            "evaluator": task.evaluator, "kb_size": task.kb_size, "limit": task.limit,
+            "error": message.strip()}
+
+
+# =============================================================================
+# Running the plan
+# =============================================================================
+
+@dataclass
+class Report:
+    rows: list[dict] = field(default_factory=list)
+    parse: dict[tuple, dict] = field(default_factory=dict)        # (workload, kb_size) -> parse row
+    checks: list[dict] = field(default_factory=list)
+    rss_scaling: list[dict] = field(default_factory=list)
+    inputs: dict[str, dict] = field(default_factory=dict)
+    messages: list[str] = field(default_factory=list)
+    failed: bool = False
+    seconds: float = 0.0
+
+    def to_json(self, plan: Plan) -> dict:
+        import pyoxigraph
+        import rdflib
+        return {
+            "meta": {"python": sys.version.split()[0], "platform": platform.platform(),
+                     "cpus": os.cpu_count(), "pyoxigraph": pyoxigraph.__version__,
+                     "rdflib": rdflib.__version__, "date": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
+                     "seconds": self.seconds},
+            "plan": {k: v for k, v in dataclasses.asdict(plan).items()},
+            "inputs": {k: {kk: vv for kk, vv in v.items() if kk != "source"} for k, v in self.inputs.items()},
+            "parse": list(self.parse.values()),
+            "results": self.rows,
+            "checks": self.checks,
+            "rss_scaling": self.rss_scaling,
+            "messages": self.messages,
+            "failed": self.failed,
+        }
+
+
+class _Log:
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+
+    def note(self, text: str) -> None:
+        if self.enabled:
+            print(f"spaseq bench: {text}", file=sys.stderr, flush=True)
+
+
+def _configs(plan: Plan) -> list[tuple[str, str, int, int | None]]:
+    out = []
+    for name in plan.workloads:
+        w = WORKLOADS[name]
+        for kb_size in plan.kb_sizes_for(name):
+            for strategy in plan.strategies:
+                for window in plan.windows_for(name):
+                    if strategy == ":" and window > w.any_max_window:
+                        continue
+                    out.append((name, strategy, window, kb_size))
+    return out
+
+
+def _execute(plan: Plan, root: Path, log: _Log) -> Report:
+    report = Report()
+    started = time.perf_counter()
+    configs = _configs(plan)
+    skipped_any = sorted({n for n in plan.workloads for w in plan.windows_for(n)
+                          if ":" in plan.strategies and w > WORKLOADS[n].any_max_window})
+    if skipped_any:
+        report.messages.append("note: skip-till-any (STA) ran only on windows up to "
+                               + ", ".join(f"{n} {WORKLOADS[n].any_max_window} s" for n in skipped_any)
+                               + " (it is exponential in the window)")
+    total = len(configs) * len(plan.evaluators) + (
+        len({(c[0], c[3]) for c in configs}) if plan.parse else 0)
+    done = 0
+    inputs: dict[tuple, dict] = {}
+
+    def prepared(name: str, kb_size: int | None, events: int) -> dict:
+        key = (name, kb_size, events)
+        if key not in inputs:
+            log.note(f"preparing {name}: {events:,} events" + (f", KB of {kb_size:,} triples" if kb_size else ""))
+            folder = root / f"{name}-{events}" / (f"kb{kb_size}" if kb_size else "")
+            inputs[key] = WORKLOADS[name].prepare(events, folder, plan.fmt, kb_size)
+            report.inputs[f"{name} {events} {kb_size or ''}".strip()] = inputs[key]
+        return inputs[key]
+
+    def run(task: Task) -> dict:
+        nonlocal done
+        done += 1
+        what = f"[{done}/{total}] {task.workload} " + (
+            f"{_STRATEGY_LABEL[task.strategy]} {task.window}s " if task.strategy else "") + (
+            f"KB {task.kb_size:,} " if task.kb_size else "") + task.evaluator
+        log.note(what + " ...")
+        rows = [run_task(task, plan.inline, plan.timeout) for _ in range(plan.repeat)]
+        good = [r for r in rows if "error" not in r]
+        if not good:
+            row = rows[0]
+            log.note(f"{what}: FAILED: {row['error'].splitlines()[0]}")
+            return row
+        good.sort(key=lambda r: r.get("eps") or 0)
+        row = good[len(good) // 2]
+        if plan.repeat > 1:
+            row["repeats_eps"] = [r.get("eps") for r in good]
+        log.note(f"{what}: {row['events']:,} events in {row['seconds']:.2f} s, "
+                 f"{row['eps'] or 0:,.0f} ev/s" + (f", {row['matches']:,} matches" if "matches" in row else ""))
+        return row
+
+    seen_parse = set()
+    for name, strategy, window, kb_size in configs:
+        w = WORKLOADS[name]
+        info = prepared(name, kb_size, plan.events)
+        if plan.parse and (name, kb_size) not in seen_parse:
+            seen_parse.add((name, kb_size))
+            row = run(Task(name, None, None, "parse", None, info["source"], plan.events, [], kb_size, None,
+                           log.enabled))
+            report.parse[(name, kb_size)] = row
+            if "error" in row:
+                report.failed = True
+                report.messages.append(f"FAILED: {name} parse-only: {row['error']}")
+        query = w.query(strategy, window)
+        check_limit = plan.rdflib_events if "rdflib" in plan.evaluators else plan.events
+        group = []
+        for evaluator in plan.evaluators:
+            limit = plan.rdflib_events if evaluator == "rdflib" else plan.events
+            task = Task(name, strategy, window, evaluator, query, info["source"], limit, info["kb"], kb_size,
+                        check_limit, log.enabled)
+            row = run(task)
+            row["paper"] = w.paper
+            row["real"] = info["real"]
+            group.append(row)
+            report.rows.append(row)
+            if "error" in row:
+                report.failed = True
+                report.messages.append(f"FAILED: {name} {_STRATEGY_LABEL[strategy]} {window}s "
+                                       f"{evaluator}: {row['error']}")
+        _ratios(group, report.parse.get((name, kb_size)))
+        check = _check(group, name, strategy, window, kb_size)
+        if check:
+            report.checks.append(check)
+            if not check["equal"]:
+                report.failed = True
+                report.messages.extend(_explain_mismatch(check, query, info, plan))
+    if plan.rss_scaling:
+        report.rss_scaling = _rss_scaling(plan, configs, prepared, run, report)
+    report.seconds = time.perf_counter() - started
+    return report
+
+
+def _ratios(group: list[dict], parse: dict | None) -> None:
+    by = {r["evaluator"]: r for r in group if "error" not in r}
+    ox = by.get("oxigraph")
+    rd = by.get("rdflib")
+    for r in by.values():
+        if ox and ox.get("eps") and r.get("eps"):
+            r["x_oxigraph"] = r["eps"] / ox["eps"]
+        if rd and rd.get("eps") and r.get("check", {}).get("eps"):
+            r["x_rdflib"] = (r["eps"] if r["evaluator"] == "rdflib" else r["check"]["eps"]) / rd["eps"]
+        if parse and parse.get("eps") and r.get("eps"):
+            r["x_parse"] = parse["eps"] / r["eps"]
+
+
+def _check(group: list[dict], name: str, strategy: str, window: int, kb_size) -> dict | None:
+    digests = {r["evaluator"]: r["check"] for r in group if "error" not in r and "check" in r}
+    if len(digests) < 2:
+        return None
+    values = {(d["events"], d["digest"]["count"], d["digest"]["hash"]) for d in digests.values()}
+    return {"workload": name, "strategy": strategy, "window": window, "kb_size": kb_size,
+            "equal": len(values) == 1,
+            "events": {e: d["events"] for e, d in digests.items()},
+            "results": {e: d["digest"]["count"] for e, d in digests.items()},
+            "hashes": {e: d["digest"]["hash"] for e, d in digests.items()}}
+
+
+def _explain_mismatch(check: dict, query: str, info: dict, plan: Plan) -> list[str]:
+    lines = [f"RESULTS DIFFER: {check['workload']} {_STRATEGY_LABEL[check['strategy']]} {check['window']}s: "
+             + ", ".join(f"{e} {n} results on {check['events'][e]} events" for e, n in check["results"].items())]
+    try:
+        limit = min(check["events"].values())
+        evaluators = list(check["results"])
+        collected = {e: collect_results(query, info["source"], info["kb"], e, limit) for e in evaluators}
+        first = evaluators[0]
+        for other in evaluators[1:]:
+            only_a = collected[first] - collected[other]
+            only_b = collected[other] - collected[first]
+            for label, diff in ((f"only {first}", only_a), (f"only {other}", only_b)):
+                for text, n in list(diff.items())[:5]:
+                    lines.append(f"  {label} (x{n}): {text}")
+    except Exception as e:  # noqa: BLE001 - the mismatch itself is already reported
+        lines.append(f"  (could not list the differences: {type(e).__name__}: {e})")
+    return lines
+
+
+def collect_results(query: str, source: Source, kb_files: list[str], evaluator: str, limit: int) -> Counter:
+    """The multiset of canonical results of one evaluator on the first ``limit`` events."""
+    from .engine import Engine
+    from .kb import KnowledgeBase
+    kb = KnowledgeBase.from_specs(kb_files) if kb_files else None
+    engine = Engine(query, kb=kb, evaluator=make_evaluator(evaluator, kb))
+    return Counter(canonical_result(r) for r in engine.run(open_source(source, limit)))
+
+
+def _rss_scaling(plan: Plan, configs, prepared, run, report: Report) -> list[dict]:
+    engines = [e for e in plan.evaluators if e != "rdflib"] or plan.evaluators
+    if not engines:
+        return []
+    evaluator = engines[0]
+    out = []
+    done = set()
+    for name, strategy, window, kb_size in configs:
+        if name in done:
+            continue
+        done.add(name)
+        w = WORKLOADS[name]
+        rows = []
+        for n in (plan.events, plan.events * 10):
+            info = prepared(name, kb_size, n)
+            rows.append(run(Task(name, strategy, window, evaluator, w.query(strategy, window), info["source"], n,
+                                 info["kb"], kb_size, None, True)))
+        entry = {"workload": name, "strategy": strategy, "window": window, "evaluator": evaluator,
+                 "events": [r.get("events") for r in rows], "rss_mb": [r.get("rss_mb") for r in rows],
+                 "peak_rss_mb": [r.get("peak_rss_mb") for r in rows],
+                 "peak_runs": [r.get("peak_runs") for r in rows]}
+        a, b = entry["rss_mb"]
+        entry["ratio"] = (b / a) if a and b is not None and a > 0 else None
+        out.append(entry)
+    return out
+
+
+# =============================================================================
+# Output
+# =============================================================================
+
+def _fmt(value, spec: str = ",.0f", none: str = "-") -> str:
+    if value is None:
+        return none
+    try:
+        return format(value, spec)
+    except (TypeError, ValueError):
+        return str(value)
+
+
+def format_table(report: Report) -> str:
+    """The results as a plain-text table, one line per measurement."""
+    head = ["workload", "Q", "strat", "window", "KB", "evaluator", "events", "matches", "ev/s",
+            "triples/s", "p50 us", "p99 us", "RSS MB", "runs pk", "runs avg", "x rdflib", "x oxigraph",
+            "x parse"]
+    lines = []
+    shown_parse = set()
+    for row in report.rows:
+        key = (row["workload"], row.get("kb_size"))
+        parse = report.parse.get(key)
+        if parse is not None and key not in shown_parse:
+            shown_parse.add(key)
+            lines.append([row["workload"], WORKLOADS[row["workload"]].paper, "", "",
+                          _fmt(row.get("kb_size")), "parse-only",
+                          _fmt(parse.get("events")), "", _fmt(parse.get("eps")), _fmt(parse.get("tps")),
+                          "", "", _fmt(parse.get("rss_mb"), ".1f"), "", "", "", "", "1.0"]
+                         if "error" not in parse else
+                         [row["workload"], "", "", "", "", "parse-only", "FAILED"] + [""] * 11)
+        if "error" in row:
+            lines.append([row["workload"], row.get("paper", ""), _STRATEGY_LABEL.get(row["strategy"], ""),
+                          _fmt(row["window"]), _fmt(row.get("kb_size")), row["evaluator"],
+                          "FAILED: " + row["error"].splitlines()[0][:60]] + [""] * 11)
+            continue
+        lines.append([
+            row["workload"], row.get("paper", ""), _STRATEGY_LABEL[row["strategy"]], _fmt(row["window"]),
+            _fmt(row.get("kb_size")), row["evaluator"], _fmt(row["events"]), _fmt(row["matches"]),
+            _fmt(row["eps"]), _fmt(row["tps"]), _fmt(row["p50_us"], ",.0f"), _fmt(row["p99_us"], ",.0f"),
+            _fmt(row.get("rss_mb"), ".1f"), _fmt(row["peak_runs"]), _fmt(row["mean_runs"], ",.1f"),
+            _fmt(row.get("x_rdflib"), ",.1f"), _fmt(row.get("x_oxigraph"), ".2f"), _fmt(row.get("x_parse"), ",.1f"),
+        ])
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)] if lines else [len(h) for h in head]
+    right = set(range(6, len(head))) | {3, 4}
+
+    def render(cells):
+        out = []
+        for i, (cell, width) in enumerate(zip(cells, widths)):
+            out.append(str(cell).rjust(width) if i in right else str(cell).ljust(width))
+        return "  ".join(out).rstrip()
+
+    text = [render(head), render(["-" * w for w in widths])]
+    previous = None
+    for cells in lines:
+        if previous is not None and cells[0] != previous:
+            text.append("")
+        previous = cells[0]
+        text.append(render(cells))
+    text.append("")
+    text.append("ev/s, triples/s: whole input (reading the stream files + engine); p50/p99: time per pushed "
+                "event; RSS: peak above the process baseline; x rdflib: speed-up over the rdflib evaluator "
+                "on the same prefix; x oxigraph: ev/s over the oxigraph evaluator's; x parse: times slower "
+                "than parse-only. rdflib rows read only the first events (column events).")
+    if report.checks:
+        equal = sum(c["equal"] for c in report.checks)
+        text.append(f"results check: {equal}/{len(report.checks)} configurations give the same results "
+                    f"with every evaluator" + ("" if equal == len(report.checks) else "  <-- MISMATCH"))
+    for entry in report.rss_scaling:
+        a, b = entry["rss_mb"]
+        text.append(f"RSS scaling: {entry['workload']} {_STRATEGY_LABEL[entry['strategy']]} {entry['window']}s "
+                    f"{entry['evaluator']}: {_fmt(entry['events'][0])} events {_fmt(a, '.1f')} MB, "
+                    f"{_fmt(entry['events'][1])} events {_fmt(b, '.1f')} MB, ratio {_fmt(entry['ratio'], '.2f')} "
+                    f"(peak runs {_fmt(entry['peak_runs'][0])} / {_fmt(entry['peak_runs'][1])})")
+    for key, info in report.inputs.items():
+        if info.get("real"):
+            text.append(f"data {key}: {info.get('note')}" + (" (repeated)" if info.get("cycled") else ""))
+    text.append(f"total {report.seconds:.0f} s")
+    return "\n".join(text)
+
+
+def plot(report: Report, directory: str) -> list[str] | None:
+    """PNG charts like the paper's Fig. 15/16: per workload and strategy,
+    throughput (triples/s) and p50/p99 latency against window size, one line
+    per evaluator.  ``None`` when matplotlib is not installed."""
+    try:
+        import matplotlib
+        matplotlib.use("Agg")
+        import matplotlib.pyplot as plt
+    except ImportError:
+        return None
+    os.makedirs(directory, exist_ok=True)
+    groups: dict[tuple, list[dict]] = {}
+    for row in report.rows:
+        if "error" not in row:
+            groups.setdefault((row["workload"], row["strategy"], row.get("kb_size")), []).append(row)
+    written = []
+    for (name, strategy, kb_size), rows in sorted(groups.items(), key=lambda kv: str(kv[0])):
+        fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
+        for evaluator in EVALUATORS:
+            mine = sorted((r for r in rows if r["evaluator"] == evaluator), key=lambda r: r["window"])
+            if not mine:
+                continue
+            windows = [r["window"] for r in mine]
+            ax1.plot(windows, [r["tps"] for r in mine], marker="o", label=evaluator)
+            ax2.plot(windows, [r["p50_us"] for r in mine], marker="o", label=f"{evaluator} p50")
+            ax2.plot(windows, [r["p99_us"] for r in mine], marker="x", linestyle="--", label=f"{evaluator} p99")
+        parse = report.parse.get((name, kb_size))
+        if parse and parse.get("tps"):
+            ax1.axhline(parse["tps"], color="grey", linestyle=":", label="parse-only")
+        title = f"{name} ({WORKLOADS[name].paper}), {_STRATEGY_LABEL[strategy]}" + (f", KB {kb_size:,}" if kb_size else "")
+        ax1.set(title=f"{title}: throughput", xlabel="window (s)", ylabel="triples/s", yscale="log")
+        ax2.set(title=f"{title}: latency per event", xlabel="window (s)", ylabel="µs", yscale="log")
+        ax1.legend(fontsize=8)
+        ax2.legend(fontsize=8)
+        fig.tight_layout()
+        path = os.path.join(directory, f"{name}-{_STRATEGY_LABEL[strategy]}" + (f"-kb{kb_size}" if kb_size else "")
+                            + ".png")
+        fig.savefig(path, dpi=100)
+        plt.close(fig)
+        written.append(path)
+    return written
+
+
+def main(argv: list[str] | None = None) -> int:
+    """``python -m spaseq_plugin.bench ...`` (the same as ``spaseq bench ...``)."""
+    parser = argparse.ArgumentParser(prog="spaseq")
+    sub = parser.add_subparsers(dest="command")
+    add_bench_parser(sub)
+    args = parser.parse_args(["bench", *(sys.argv[1:] if argv is None else argv)])
+    return args.func(args)
+
+
+if __name__ == "__main__":
+    # run through the package module so that pickled tasks name spaseq_plugin.bench
+    from spaseq_plugin.bench import main as _main
+    sys.exit(_main())
