@@ -8,6 +8,7 @@ from .compiler import CompiledQuery, compile_query
 from .engine import Engine, RunStats
 from .errors import EventError, QueryError, SpaseqError
 from .events import Event
+from .hookspecs import hookimpl
 from .kb import KnowledgeBase
 from .results import Result
 
@@ -15,5 +16,5 @@ __version__ = "0.1.0"
 
 __all__ = [
     "CompiledQuery", "Engine", "Event", "EventError", "KnowledgeBase", "QueryError", "Result",
-    "RunStats", "SpaseqError", "compile_query",
+    "RunStats", "SpaseqError", "compile_query", "hookimpl",
 ]

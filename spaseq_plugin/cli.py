@@ -22,8 +22,9 @@ from .errors import EventError, QueryError, SpaseqError
 from .events import as_time, datetime_seconds, format_time
 from .gpm_spectra import SpectraEvaluator
 from .kb import KnowledgeBase
-from .output import FORMATS, make_writer
-from .streams.files import merge_streams, open_stream, read_manifest_streams
+from .output import FORMATS
+from .plugins import call_configure, plugin_list, registry, result_sink, stream_source
+from .streams.files import merge_streams, read_manifest_streams
 
 
 class UsageError(SpaseqError):
@@ -37,6 +38,7 @@ def main(argv: list[str] | None = None) -> int:
         parser.print_help()
         return 2
     try:
+        call_configure({k: v for k, v in vars(args).items() if k != "func"})
         return args.func(args)
     except QueryError as e:
         where = f"{args.query}: " if getattr(args, "query", None) else ""
@@ -78,6 +80,8 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--format", choices=FORMATS, default=None,
                      help="output format (default: jsonl for SELECT, trig for CONSTRUCT)")
     run.add_argument("--output", "-o", metavar="FILE", help="write results here instead of stdout")
+    run.add_argument("--sink", action="append", default=[], metavar="NAME:LOCATION",
+                     help="also send results to a sink plugin (e.g. mqtt:..., webhook:...); see 'spaseq plugins'")
     run.add_argument("--events", action="store_true", help="jsonl: add each result's events")
     run.add_argument("--dead-letter", metavar="FILE", help="write rejected events here (JSON lines)")
     run.add_argument("--start", metavar="TIME",
@@ -93,7 +97,25 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--kb", action="append", default=[], metavar="PATH|IRI=PATH|oxigraph:DIR",
                          help="the KB, to show how GRAPH clauses will be joined")
     explain.set_defaults(func=_explain)
+
+    plugins = sub.add_parser("plugins", help="list the loaded plugins and what they provide",
+                             description="List the loaded plugins (built in and from the 'spaseq' "
+                                         "entry-point group), their versions and what they provide.")
+    plugins.add_argument("--json", action="store_true", help="as JSON")
+    plugins.set_defaults(func=_plugins)
     return parser
+
+
+def _plugins(args) -> int:
+    listing = plugin_list()
+    if args.json:
+        print(json.dumps(listing, indent=1))
+        return 0
+    for plugin in listing:
+        print(f"{plugin['name']}  ({plugin['package']} {plugin['version']})")
+        for item in plugin["provides"]:
+            print(f"  {item}")
+    return 0
 
 
 def _read_query(path: str) -> str:
@@ -131,9 +153,10 @@ def _stream_sources(compiled: CompiledQuery, specs: list[str], manifests: list[s
         if iri not in iris:
             known = ", ".join(f"{a} <{i}>" for a, i in by_alias.items())
             raise UsageError(f"--stream {spec}: the query has no stream {name} (it has {known})")
-        if not _exists(path):
-            raise UsageError(f"--stream {spec}: no such file {path}")
-        sources.append(open_stream(path, iri))
+        scheme, location = _source_scheme(path)
+        if scheme == "file" and not _exists(location):
+            raise UsageError(f"--stream {spec}: no such file {location}")
+        sources.append(stream_source(scheme).open(location, iri))
     for manifest in manifests:
         if not os.path.exists(manifest):
             raise UsageError(f"--manifest {manifest}: no such file")
@@ -141,6 +164,16 @@ def _stream_sources(compiled: CompiledQuery, specs: list[str], manifests: list[s
     if not sources:
         raise UsageError("no input: give --stream ALIAS=PATH (or --manifest FILE)")
     return merge_streams(sources)
+
+
+def _source_scheme(location: str) -> tuple[str, str]:
+    """``tcp://host:port`` or ``mqtt:...`` -> its scheme; ``-`` -> stdin; a path -> file."""
+    if location == "-":
+        return "stdin", ""
+    head, sep, rest = location.partition(":")
+    if sep and len(head) > 1 and "/" not in head and not os.path.exists(location) and head in registry().sources:
+        return head, rest
+    return "file", location
 
 
 def _exists(path: str) -> bool:
@@ -174,10 +207,15 @@ def _run(args) -> int:
     progress = _Progress(engine, enabled=not args.quiet and sys.stderr.isatty())
     started = time.perf_counter()
     try:
-        writer = make_writer(fmt, out, variables, with_events=args.events)
+        writers = [result_sink(fmt).open(out, variables, {"with_events": args.events})]
+        for spec in args.sink:
+            name, _, location = spec.partition(":")
+            writers.append(result_sink(name).open(location, variables, {}))
         for result in engine.run(progress.counting(items)):
-            writer.write(result)
-        writer.close()
+            for writer in writers:
+                writer.write(result)
+        for writer in writers:
+            writer.close()
     finally:
         if out is not sys.stdout:
             out.close()

@@ -37,6 +37,7 @@ from .events import Event, Time, as_time
 from .gpm_oxigraph import GpmEvaluator
 from .gpm_spectra import SpectraEvaluator
 from .kb import KnowledgeBase
+from .plugins import call_started, call_stopped
 from .results import Projector, Result
 from .runtime import Match, Runtime
 
@@ -76,6 +77,8 @@ class Engine:
         self.on_reject = on_reject
         self._out: list[Result] = []
         self.runtime = Runtime(self.compiled, self.evaluator, self._on_match, start)
+        self._closed = False
+        call_started(self)
         self._batch: list[Event] = []
         self._time: Time | None = None
         self._last_per_stream: dict[str, Time] = {}
@@ -141,6 +144,9 @@ class Engine:
         """End of input: finish the last timestamp and emit pending matches."""
         self._flush_batch()
         self.runtime.finish()
+        if not self._closed:
+            self._closed = True
+            call_stopped(self)
         return self._drain()
 
     def run(self, items: Iterable[Event | EventError]) -> Iterator[Result]:

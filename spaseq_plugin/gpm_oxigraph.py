@@ -52,14 +52,15 @@ class OxigraphEvaluator:
     batches_mappings = True      # one query answers many runs' mappings: the runtime prefetches
 
     def __init__(self, kb: KnowledgeBase | None = None):
-        if kb is None:
-            self._store = ox.Store()
-        elif kb.on_disk:
-            # A read-only on-disk store cannot take the event graph: work on a copy.
-            self._store = ox.Store()
-            self._store.bulk_extend(kb.store.quads_for_pattern(None, None, None, None))
-        else:
-            self._store = kb.store
+        store = kb.working_store() if kb is not None else None
+        if store is None:
+            # A read-only or non-Oxigraph KB cannot take the event graph: copy its named graphs.
+            store = ox.Store()
+            if kb is not None:
+                store.bulk_extend(kb.quads())
+        self._store = store
+        from .plugins import sparql_functions
+        self._functions = sparql_functions() or None
         self._named_graphs = [g for g in self._store.named_graphs()
                               if g not in (EVENT_GRAPH, SKOLEM_GRAPH)]
         self._event: Event | None = None
@@ -102,7 +103,8 @@ class OxigraphEvaluator:
         return results
 
     def _run(self, text: str, graph: ox.NamedNode):
-        return self._store.query(text, default_graph=graph, named_graphs=self._named_graphs)
+        return self._store.query(text, default_graph=graph, named_graphs=self._named_graphs,
+                                 custom_functions=self._functions)
 
     def _text(self, gpm: GpmPattern, columns: tuple[str, ...]) -> str:
         key = (gpm, columns)

@@ -194,14 +194,13 @@ class SpectraEvaluator:
         join.text = f"SELECT * WHERE {{ %VALUES% GRAPH <{graph}> {{ {body} }} }}"
         if self.kb is None:
             return join                        # no KB: the GRAPH block matches nothing
-        store = self.kb.store
         count_text = join.text.replace("%VALUES%", "").replace("SELECT *", "SELECT (COUNT(*) AS ?n)", 1)
-        count = int(next(iter(store.query(count_text)))["n"].value)
+        count = int(next(iter(self.kb.select(count_text)))["n"].value)
         if count > self.materialize_limit and shared:
             join.strategy = LOOKUP
             return join
-        for solution in store.query(join.text.replace("%VALUES%", "")):
-            row = {v: canonical(solution[v]) for v in _pattern_vars(patterns) if solution[v] is not None}
+        for solution in self.kb.select(join.text.replace("%VALUES%", "")):
+            row = {v: canonical(t) for v, t in solution.items()}
             join.rows.setdefault(tuple(row[v] for v in shared), []).append(row)
         return join
 
@@ -293,10 +292,8 @@ class SpectraEvaluator:
     def _lookup(self, join: _KbJoin, key: tuple) -> list[Solution]:
         values = "VALUES (" + " ".join("?" + v for v in join.shared) + ") { (" + \
                  " ".join(str(t) for t in key) + ") }"
-        rows = []
-        for solution in self.kb.store.query(join.text.replace("%VALUES%", values)):
-            rows.append({v: canonical(solution[v]) for v in _pattern_vars(join.patterns)
-                         if solution[v] is not None})
+        rows = [{v: canonical(t) for v, t in solution.items()}
+                for solution in self.kb.select(join.text.replace("%VALUES%", values))]
         if len(join.rows) > 100_000:
             join.rows.clear()
         return rows
@@ -304,7 +301,7 @@ class SpectraEvaluator:
     def _extend(self, gpm: GpmPattern, plan: Plan, solutions: list[Solution],
                 mapping: Mapping[str, Term]) -> list[Solution]:
         """The standalone solutions compatible with one run's bindings, filtered."""
-        injected = {v: t for v, t in mapping.items() if v in plan.mentioned}
+        injected = {v: canonical(t) for v, t in mapping.items() if v in plan.mentioned}
         if not injected:
             candidates = solutions
         else:

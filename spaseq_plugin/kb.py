@@ -1,92 +1,88 @@
 """The background knowledge base (KB) that ``GRAPH`` clauses join.
 
-It is held in a pyoxigraph Store.  Files load as semantics.md section 2
-says: TriG and N-Quads keep their graph names; N-Triples and Turtle go to
-the default graph, or to the named graph the user gives (``IRI=PATH``).
-``oxigraph:DIR`` opens an on-disk store read-only.
+A KB is read-only for queries.  Backends (Oxigraph in memory or on disk,
+rdflib stores, SPARQL endpoints, third-party stores) implement
+:class:`KnowledgeBase` and are registered by URI scheme through the
+``spaseq_kb_stores`` hook; ``--kb`` values pick them:
+
+* ``PATH`` or ``IRI=PATH``: RDF files loaded into an in-memory Oxigraph KB
+  (TriG and N-Quads keep their graph names; N-Triples and Turtle go to the
+  default graph, or to the named graph ``IRI``: semantics.md section 2);
+* ``SCHEME:LOCATION``: the backend registered for ``SCHEME``, e.g.
+  ``oxigraph:DIR``, ``rdflib:Memory``, ``sparql:http://host/sparql``.
 """
 
 from __future__ import annotations
 
-import gzip
 import os
+from typing import Iterable, Iterator, Mapping
 
 import pyoxigraph as ox
 
 from .errors import SpaseqError
 
-_FORMATS = {
-    ".trig": ox.RdfFormat.TRIG, ".nq": ox.RdfFormat.N_QUADS, ".nt": ox.RdfFormat.N_TRIPLES,
-    ".ttl": ox.RdfFormat.TURTLE, ".n3": ox.RdfFormat.TURTLE, ".rdf": ox.RdfFormat.RDF_XML,
-    ".owl": ox.RdfFormat.RDF_XML, ".xml": ox.RdfFormat.RDF_XML,
-}
+Solution = Mapping[str, object]
 
 
 class KnowledgeBase:
-    """A read-only view of the KB: its store and its named graphs."""
+    """What the engine asks of a KB backend."""
 
-    def __init__(self, store: ox.Store | None = None):
-        self.store = store if store is not None else ox.Store()
-        self.on_disk = False
+    #: shown by ``spaseq explain`` and ``spaseq plugins``
+    description = "knowledge base"
+
+    def graph_names(self) -> list[str]:
+        """IRIs of the KB's named graphs."""
+        raise NotImplementedError
+
+    def select(self, sparql: str) -> Iterator[dict[str, object]]:
+        """Solutions of a SPARQL SELECT over the KB dataset, as dicts of pyoxigraph terms."""
+        raise NotImplementedError
+
+    def quads(self, graph: str | None = None) -> Iterator[ox.Quad]:
+        """The quads of one named graph (or of every named graph), as pyoxigraph Quads."""
+        raise NotImplementedError
+
+    def working_store(self) -> ox.Store | None:
+        """An in-memory pyoxigraph Store holding the KB that evaluators may add a graph to,
+        or ``None`` (they then copy :meth:`quads` into their own)."""
+        return None
+
+    def close(self) -> None:
+        """Release the backend (files, connections)."""
+
+    def missing_graphs(self, iris: Iterable[str]) -> list[str]:
+        """The GRAPH IRIs of a query that this KB does not hold (a warning)."""
+        return sorted(set(iris) - set(self.graph_names()))
 
     @classmethod
     def from_specs(cls, specs: list[str]) -> "KnowledgeBase":
-        """Build a KB from ``--kb`` values: ``PATH``, ``IRI=PATH`` or ``oxigraph:DIR``."""
-        disk = [s for s in specs if s.startswith("oxigraph:") and len(s) > len("oxigraph:")]
-        if disk:
-            if len(specs) > 1:
-                raise SpaseqError("an on-disk Oxigraph KB cannot be combined with other --kb values")
-            return cls.open_oxigraph(disk[0][len("oxigraph:"):])
-        kb = cls()
-        for spec in specs:
-            if spec == "oxigraph:":
-                continue
-            graph, path = _split_spec(spec)
+        """Open the KB that ``--kb`` values describe (see the module docstring)."""
+        from .plugins import kb_store
+        files = [s for s in specs if not _scheme(s)]
+        backends = [s for s in specs if _scheme(s)]
+        if backends and (files or len(backends) > 1):
+            raise SpaseqError("a KB store (SCHEME:LOCATION) cannot be combined with other --kb values")
+        if backends:
+            scheme, location = backends[0].split(":", 1)
+            return kb_store(scheme).open(location)
+        kb = kb_store("oxigraph").open("")
+        for spec in files:
+            graph, path = split_graph_spec(spec)
             kb.load(path, graph)
         return kb
 
-    @classmethod
-    def open_oxigraph(cls, path: str) -> "KnowledgeBase":
-        if not os.path.isdir(path):
-            raise SpaseqError(f"no Oxigraph store at {path}")
-        try:
-            store = ox.Store.read_only(path)
-        except OSError as e:
-            raise SpaseqError(f"cannot open the Oxigraph store at {path}: {e}") from None
-        kb = cls(store)
-        kb.on_disk = True
-        return kb
 
-    def load(self, path: str, graph: str | None = None) -> None:
-        """Load an RDF file (optionally gzipped) into the KB."""
-        name = path[:-3] if path.endswith(".gz") else path
-        fmt = _FORMATS.get(os.path.splitext(name)[1].lower())
-        if fmt is None:
-            raise SpaseqError(f"{path}: unknown KB file type (use .trig .nq .nt .ttl .rdf, or .gz)")
-        to_graph = ox.NamedNode(graph) if graph else None
-        if graph and fmt in (ox.RdfFormat.TRIG, ox.RdfFormat.N_QUADS):
-            raise SpaseqError(f"{path}: IRI=PATH puts triples into one graph; {fmt} files name their own")
-        try:
-            opener = gzip.open if path.endswith(".gz") else open
-            with opener(path, "rb") as f:
-                self.store.bulk_load(f, fmt, base_iri=None, to_graph=to_graph)
-        except (OSError, SyntaxError, ValueError) as e:
-            raise SpaseqError(f"cannot load KB file {path}: {e}") from None
-
-    @property
-    def graph_names(self) -> list[ox.NamedNode | ox.BlankNode]:
-        return list(self.store.named_graphs())
-
-    def missing_graphs(self, iris) -> list[str]:
-        """The GRAPH IRIs of a query that this KB does not hold (a warning)."""
-        held = {g.value for g in self.graph_names if isinstance(g, ox.NamedNode)}
-        return sorted(set(iris) - held)
+def _scheme(spec: str) -> str | None:
+    """``oxigraph:DIR`` -> ``oxigraph``; paths, ``IRI=PATH`` and Windows drives -> None."""
+    head, sep, _ = spec.partition(":")
+    if not sep or "=" in head or "/" in head or len(head) < 2 or os.path.exists(spec):
+        return None
+    return head
 
 
-def _split_spec(spec: str) -> tuple[str | None, str]:
+def split_graph_spec(spec: str) -> tuple[str | None, str]:
     """``IRI=PATH`` -> (IRI, PATH); ``PATH`` -> (None, PATH)."""
-    if "=" in spec:
+    if "=" in spec and not os.path.exists(spec):
         graph, path = spec.split("=", 1)
-        if ":" in graph and not os.path.exists(spec):
-            return graph.strip("<>"), path
+        return graph.strip("<>"), path
     return None, spec

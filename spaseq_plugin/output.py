@@ -9,6 +9,7 @@ from typing import IO
 import pyoxigraph as ox
 
 from .events import PROV_GENERATED_AT, format_time, time_literal
+from .hookspecs import hookimpl
 from .results import Result, term_to_json
 
 FORMATS = ("jsonl", "csv", "tsv", "json", "trig")
@@ -106,6 +107,21 @@ class TrigWriter(Writer):
         stamp = ox.Quad(graph, PROV_GENERATED_AT, time_literal(result.time, result.is_datetime))
         quads = [stamp] + [ox.Quad(t.subject, t.predicate, t.object, graph) for t in result.triples or ()]
         self.out.write(ox.serialize(quads, format=ox.RdfFormat.TRIG).decode())
+
+
+@hookimpl
+def spaseq_result_sinks():
+    from .plugins import ResultSink
+    descriptions = {"jsonl": "JSON lines: {time, bindings} per result", "csv": "SPARQL 1.1 CSV results plus time",
+                    "tsv": "SPARQL 1.1 TSV results plus ?time", "json": "SPARQL 1.1 JSON results document",
+                    "trig": "CONSTRUCT results as TriG graph events"}
+    return [ResultSink(fmt, _opener(fmt), descriptions[fmt]) for fmt in FORMATS]
+
+
+def _opener(fmt: str):
+    def open_writer(out, variables, options):
+        return make_writer(fmt, out, variables, **options)
+    return open_writer
 
 
 def make_writer(fmt: str, out: IO[str], variables: list[str], with_events: bool = False) -> Writer:

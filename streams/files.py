@@ -75,6 +75,7 @@ from pathlib import Path
 import pyoxigraph as ox
 
 from ..errors import EventError
+from ..hookspecs import hookimpl
 from ..events import PROV_GENERATED_AT, Event, Time, format_time, parse_timestamp
 
 __all__ = [
@@ -831,3 +832,10 @@ def _trig_units(path: str) -> Iterator[_Unit | EventError]:
     parser = _TrigParser(path)
     for statement in _trig_statements(_chunks(path)):
         yield from parser.parse(statement)
+
+
+@hookimpl
+def spaseq_stream_sources():
+    from ..plugins import StreamSource
+    return [StreamSource("file", open_stream,
+                         "TriG or N-Quads files, optionally .gz; a glob or a folder feeds one stream")]

@@ -1,0 +1,92 @@
+"""Oxigraph KB store: in memory, or on disk (``oxigraph:DIR``), read-only for queries.
+
+A built-in plugin: it registers the ``oxigraph`` scheme through the same
+``spaseq_kb_stores`` hook third-party stores use.
+"""
+
+from __future__ import annotations
+
+import gzip
+import os
+
+import pyoxigraph as ox
+
+from ..errors import SpaseqError
+from ..hookspecs import hookimpl
+from ..kb import KnowledgeBase
+
+RDF_FORMATS = {
+    ".trig": ox.RdfFormat.TRIG, ".nq": ox.RdfFormat.N_QUADS, ".nt": ox.RdfFormat.N_TRIPLES,
+    ".ttl": ox.RdfFormat.TURTLE, ".n3": ox.RdfFormat.TURTLE, ".rdf": ox.RdfFormat.RDF_XML,
+    ".owl": ox.RdfFormat.RDF_XML, ".xml": ox.RdfFormat.RDF_XML,
+}
+
+
+def rdf_format(path: str) -> ox.RdfFormat:
+    """The RDF syntax of a file, by its extension (``.gz`` looked through)."""
+    name = path[:-3] if path.endswith(".gz") else path
+    fmt = RDF_FORMATS.get(os.path.splitext(name)[1].lower())
+    if fmt is None:
+        raise SpaseqError(f"{path}: unknown RDF file type (use .trig .nq .nt .ttl .rdf, or .gz)")
+    return fmt
+
+
+class OxigraphKB(KnowledgeBase):
+    """A KB in a pyoxigraph Store."""
+
+    def __init__(self, store: ox.Store | None = None, *, path: str | None = None):
+        self.store = store if store is not None else ox.Store()
+        self.path = path
+        self.description = f"Oxigraph store at {path} (read-only)" if path else "Oxigraph in memory"
+
+    @classmethod
+    def open_dir(cls, path: str) -> "OxigraphKB":
+        """An on-disk store, opened read-only: several queries (processes) may share it."""
+        if not os.path.isdir(path):
+            raise SpaseqError(f"no Oxigraph store at {path}")
+        try:
+            return cls(ox.Store.read_only(path), path=path)
+        except OSError as e:
+            raise SpaseqError(f"cannot open the Oxigraph store at {path}: {e}") from None
+
+    def load(self, path: str, graph: str | None = None) -> None:
+        """Load an RDF file (optionally gzipped) into this (in-memory) KB."""
+        if self.path:
+            raise SpaseqError("an on-disk KB is read-only here; load it with 'spaseq kb load'")
+        fmt = rdf_format(path)
+        if graph and fmt in (ox.RdfFormat.TRIG, ox.RdfFormat.N_QUADS):
+            raise SpaseqError(f"{path}: IRI=PATH puts triples into one graph; this file names its own")
+        try:
+            opener = gzip.open if path.endswith(".gz") else open
+            with opener(path, "rb") as f:
+                self.store.bulk_load(f, fmt, to_graph=ox.NamedNode(graph) if graph else None)
+        except (OSError, SyntaxError, ValueError) as e:
+            raise SpaseqError(f"cannot load KB file {path}: {e}") from None
+
+    def graph_names(self) -> list[str]:
+        return [g.value for g in self.store.named_graphs() if isinstance(g, ox.NamedNode)]
+
+    def select(self, sparql: str):
+        solutions = self.store.query(sparql)
+        names = [v.value for v in solutions.variables]
+        for solution in solutions:
+            yield {name: solution[name] for name in names if solution[name] is not None}
+
+    def quads(self, graph: str | None = None):
+        if graph is not None:
+            return self.store.quads_for_pattern(None, None, None, ox.NamedNode(graph))
+        return (q for q in self.store.quads_for_pattern(None, None, None, None)
+                if not isinstance(q.graph_name, ox.DefaultGraph))
+
+    def working_store(self) -> ox.Store | None:
+        return None if self.path else self.store
+
+
+@hookimpl
+def spaseq_kb_stores():
+    from ..plugins import KbStore
+
+    def open_location(location: str) -> OxigraphKB:
+        return OxigraphKB.open_dir(location) if location else OxigraphKB()
+    return [KbStore("oxigraph", open_location,
+                    "Oxigraph: 'oxigraph:' in memory, 'oxigraph:DIR' an on-disk store (read-only)")]
