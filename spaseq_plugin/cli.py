@@ -58,6 +58,12 @@ def main(argv: list[str] | None = None) -> int:
     except OSError as e:
         print(f"spaseq: error: {e}", file=sys.stderr)
         return 1
+    except Exception as e:  # a bug: say so plainly, without a traceback
+        print(f"spaseq: internal error: {type(e).__name__}: {e} "
+              "(please report it; SPASEQ_DEBUG=1 shows the traceback)", file=sys.stderr)
+        if os.environ.get("SPASEQ_DEBUG"):
+            raise
+        return 1
 
 
 def _parser() -> argparse.ArgumentParser:

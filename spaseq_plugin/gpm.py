@@ -76,9 +76,13 @@ def analyse_gpm(query: Query, gdef: GpmDef, stream_iris: frozenset[str]) -> GpmP
 
 
 def _check_syntax(prologue: str, gdef: GpmDef) -> None:
+    from .plugins import sparql_functions
     header = prologue + " SELECT * WHERE {"
     try:
-        ox.Store().query(header + gdef.body + "\n}")
+        ox.Store().query(header + gdef.body + "\n}", custom_functions=sparql_functions() or None)
+    except RuntimeError as e:          # e.g. a function no plugin provides
+        raise QueryError(f"GPM {gdef.name}: {e} (see 'spaseq plugins')",
+                         gdef.body_pos.line, gdef.body_pos.column) from None
     except SyntaxError as e:
         message = str(e)
         match = _OXIGRAPH_ERROR.match(message)
