@@ -45,6 +45,7 @@ class GpmPattern:
     kb_graphs: frozenset[str] = frozenset()
     kb_graph_var: bool = False
     algebra: object = None        # rdflib's algebra of the body, for evaluators that plan
+    size: int = 0                 # triple patterns in the body: a cost estimate
 
     def __hash__(self) -> int:
         return id(self)
@@ -72,7 +73,7 @@ def analyse_gpm(query: Query, gdef: GpmDef, stream_iris: frozenset[str]) -> GpmP
         name=gdef.name, streams=stream_iris, body=gdef.body, prologue=prologue, pos=gdef.pos,
         mentioned=frozenset(walker.mentioned), bindable=frozenset(walker.bindable),
         filter_vars=walker.filter_vars, kb_graphs=frozenset(walker.graphs),
-        kb_graph_var=walker.graph_var, algebra=algebra["p"]["p"])
+        kb_graph_var=walker.graph_var, algebra=algebra["p"]["p"], size=walker.triples)
 
 
 def _check_syntax(prologue: str, gdef: GpmDef) -> None:
@@ -112,6 +113,7 @@ class _VariableWalker:
         self.filter_vars: dict[str, None] = {}
         self.graphs: set[str] = set()
         self.graph_var = False
+        self.triples = 0
 
     def pattern(self, node, binding: bool = True) -> None:
         if isinstance(node, Variable):
@@ -127,6 +129,7 @@ class _VariableWalker:
             return
         name = node.name
         if name in ("BGP",):
+            self.triples += len(node.triples)
             for triple in node.triples:
                 for term in triple:
                     self._path_term(term, binding)
