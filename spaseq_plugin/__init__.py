@@ -10,11 +10,12 @@ from .errors import EventError, QueryError, SpaseqError
 from .events import Event
 from .hookspecs import hookimpl
 from .kb import KnowledgeBase
+from .stores.rdflib_store import RdflibKB
 from .results import Result
 
 __version__ = "0.1.0"
 
 __all__ = [
-    "CompiledQuery", "Engine", "Event", "EventError", "KnowledgeBase", "QueryError", "Result",
+    "CompiledQuery", "Engine", "Event", "EventError", "KnowledgeBase", "QueryError", "RdflibKB", "Result",
     "RunStats", "SpaseqError", "compile_query", "hookimpl",
 ]

@@ -25,7 +25,6 @@ See docs/bench.md for the columns and the workloads.
 from __future__ import annotations
 
 import argparse
-import contextlib
 import dataclasses
 import hashlib
 import importlib
@@ -34,7 +33,6 @@ import math
 import os
 import platform
 import shutil
-import statistics
 import sys
 import tempfile
 import time
@@ -77,8 +75,10 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
                    help="GPM evaluators, comma-separated, from spectra, oxigraph, rdflib "
                         "(default: all three; a missing one is skipped with a note)")
     p.add_argument("--rdflib-events", type=int, default=None, metavar="N",
-                   help="events the rdflib baseline reads (default 400; --quick: 100); the "
-                        "results check runs every evaluator on this prefix")
+                   help="events the rdflib baseline reads at most (default 1000; --quick: 100)")
+    p.add_argument("--rdflib-seconds", type=float, default=None, metavar="SEC",
+                   help="stop feeding the rdflib baseline after SEC seconds (default 30; --quick: 5); "
+                        "the results check runs every evaluator on the prefix rdflib read")
     p.add_argument("--kb-sizes", metavar="LIST", default=None,
                    help="background KB sizes in triples for workloads with a KB, comma-separated "
                         "(e.g. 10000,100000,1000000; default: each workload's own)")
@@ -109,6 +109,14 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+def _have_matplotlib() -> bool:
+    try:
+        import matplotlib  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 class BenchError(Exception):
     """Bad bench arguments."""
 
@@ -122,6 +130,9 @@ def run_bench(args: argparse.Namespace) -> int:
         print(f"spaseq bench: {e}", file=sys.stderr)
         return 2
     log = _Log(not getattr(args, "quiet", False))
+    if getattr(args, "plot", None) and not _have_matplotlib():
+        plan.notes.append("--plot needs matplotlib, which is not installed: no charts will be written "
+                          "(pip install matplotlib, or the 'bench' extra)")
     for note in plan.notes:
         log.note(note)
     keep = getattr(args, "data_dir", None)
@@ -145,7 +156,11 @@ def run_bench(args: argparse.Namespace) -> int:
                   "(pip install matplotlib, or the 'bench' extra); no charts written", file=sys.stderr)
         else:
             log.note(f"wrote {len(written)} chart(s) into {args.plot}")
-    return 1 if report.failed else 0
+    if report.failed:
+        problems = [m for m in report.messages if not m.startswith(("note:", "  "))]
+        print(f"spaseq bench: FAILED: {len(problems)} problem(s); see above", file=sys.stderr)
+        return 1
+    return 0
 
 
 # =============================================================================
@@ -157,6 +172,7 @@ class Plan:
     workloads: list[str]
     events: int
     rdflib_events: int
+    rdflib_seconds: float
     windows: list[int] | None
     strategies: list[str]
     evaluators: list[str]
@@ -194,7 +210,8 @@ def _plan(args) -> Plan:
         if name not in WORKLOADS:
             raise BenchError(f"unknown workload {name!r} (known: {', '.join(WORKLOADS)})")
     events = getattr(args, "events", None) or (150 if quick else 5000)
-    rdflib_events = getattr(args, "rdflib_events", None) or (100 if quick else 400)
+    rdflib_events = getattr(args, "rdflib_events", None) or (100 if quick else 1000)
+    rdflib_seconds = getattr(args, "rdflib_seconds", None) or (5.0 if quick else 30.0)
     if events < 1 or rdflib_events < 1:
         raise BenchError("--events and --rdflib-events must be at least 1")
     windows = _parse_windows(args.windows) if getattr(args, "windows", None) else None
@@ -219,7 +236,7 @@ def _plan(args) -> Plan:
         except ValueError:
             raise BenchError(f"--kb-sizes {args.kb_sizes}: expected numbers of triples") from None
     repeat = max(1, int(getattr(args, "repeat", 1) or 1))
-    return Plan(names, events, min(rdflib_events, events), windows, strategies, evaluators, kb_sizes,
+    return Plan(names, events, min(rdflib_events, events), rdflib_seconds, windows, strategies, evaluators, kb_sizes,
                 not getattr(args, "no_parse", False), repeat, float(getattr(args, "timeout", 900) or 900),
                 getattr(args, "input_format", "trig") or "trig", bool(getattr(args, "inline", False)),
                 quick, bool(getattr(args, "rss_scaling", False)), notes)
@@ -314,6 +331,7 @@ class Task:
     kb_size: int | None
     check_limit: int | None       # also digest the results of this many events
     progress: bool = True
+    time_budget: float | None = None   # stop reading after this many seconds
 
 
 class _Histogram:
@@ -375,6 +393,48 @@ def canonical_result(result) -> str:
     return f"{result.time}|{body}|{events}"
 
 
+def _current_rss_kb() -> int | None:
+    """The process's resident set now (Linux /proc), or None."""
+    try:
+        with open("/proc/self/statm", "rb") as f:
+            return int(f.read().split()[1]) * (os.sysconf("SC_PAGE_SIZE") // 1024)
+    except (OSError, ValueError, IndexError, AttributeError):
+        return None
+
+
+class _RssSampler:
+    """Peak resident set above a baseline: sampled from /proc every 256
+    events and at the end; ``getrusage`` peaks where /proc is missing."""
+
+    def __init__(self, enabled: bool):
+        self.enabled = enabled
+        self.base = _current_rss_kb() if enabled else None
+        self.base_max = _rss_kb() if enabled else None
+        self.peak = self.base
+        self.count = 0
+
+    def sample(self) -> None:
+        self.count += 1
+        if self.base is not None and not self.count & 255:
+            now = _current_rss_kb()
+            if now is not None and now > self.peak:
+                self.peak = now
+
+    def result(self) -> tuple[float | None, float | None]:
+        """(peak above the baseline, absolute peak) in MB."""
+        if not self.enabled:
+            return None, None
+        top = _rss_kb()
+        if self.base is not None:
+            now = _current_rss_kb()
+            if now is not None and now > self.peak:
+                self.peak = now
+            above = (self.peak - self.base) / 1024
+        else:
+            above = (top - self.base_max) / 1024 if top is not None and self.base_max is not None else None
+        return above, (top / 1024 if top is not None else None)
+
+
 def _rss_kb() -> int | None:
     try:
         import resource
@@ -394,7 +454,7 @@ def measure(task: Task, measure_rss: bool = True) -> dict:
     from . import gpm_oxigraph, gpm_rdflib  # noqa: F401
     if task.evaluator == "spectra":
         importlib.import_module("spaseq_plugin.gpm_spectra")
-    baseline = _rss_kb() if measure_rss else None
+    rss = _RssSampler(measure_rss)
     out: dict = {"workload": task.workload, "strategy": task.strategy, "window": task.window,
                  "evaluator": task.evaluator, "kb_size": task.kb_size, "limit": task.limit}
     label = f"{task.workload} {_STRATEGY_LABEL.get(task.strategy, '')} {task.window or ''} {task.evaluator}"
@@ -409,6 +469,7 @@ def measure(task: Task, measure_rss: bool = True) -> dict:
                 continue
             events += 1
             triples += len(item.triples)
+            rss.sample()
             progress.tick(events, None)
         seconds = time.perf_counter() - started
         out.update(events=events, triples=triples, rejected=rejected, seconds=seconds,
@@ -420,17 +481,20 @@ def measure(task: Task, measure_rss: bool = True) -> dict:
         kb = KnowledgeBase.from_specs(task.kb) if task.kb else None
         out["kb_load_seconds"] = time.perf_counter() - started_kb
 
-        def run(limit: int, progress) -> dict:
+        def run(limit: int, progress, budget: float | None = None) -> dict:
             evaluator = make_evaluator(task.evaluator, kb)
             engine = Engine(compiled, kb=kb, evaluator=evaluator)
             hist, digest = _Histogram(), _Digest()
             runs_sum = runs_peak = 0
             clock = time.perf_counter_ns
             started = time.perf_counter()
+            deadline = clock() + int(budget * 1e9) if budget else None
             for item in open_source(task.source, limit):
                 if isinstance(item, EventError):
                     engine.reject(item)
                     continue
+                if deadline is not None and clock() > deadline:
+                    break
                 t0 = clock()
                 results = engine.push_event(item)
                 hist.add(clock() - t0)
@@ -440,6 +504,7 @@ def measure(task: Task, measure_rss: bool = True) -> dict:
                     runs_peak = active
                 for r in results:
                     digest.add(r)
+                rss.sample()
                 progress.tick(hist.n, active)
             t0 = clock()
             for r in engine.close():
@@ -458,8 +523,8 @@ def measure(task: Task, measure_rss: bool = True) -> dict:
                     "mean_runs": runs_sum / hist.n if hist.n else 0.0,
                     "digest": digest.to_json()}
 
-        out.update(run(task.limit, progress))
-        rss = _rss_kb() if measure_rss else None
+        out.update(run(task.limit, progress, task.time_budget))
+        out["rss_mb"], out["peak_rss_mb"] = rss.result()
         if task.check_limit is not None and task.check_limit < task.limit:
             prefix = run(task.check_limit, _WorkerProgress(label + " (check prefix)", False))
             out["check"] = {"events": prefix["events"], "digest": prefix["digest"],
@@ -467,13 +532,9 @@ def measure(task: Task, measure_rss: bool = True) -> dict:
         else:
             out["check"] = {"events": out["events"], "digest": out["digest"], "eps": out["eps"],
                             "seconds": out["seconds"]}
-        out["peak_rss_mb"] = rss / 1024 if rss is not None else None
-        out["rss_mb"] = (rss - baseline) / 1024 if rss is not None and baseline is not None else None
         progress.done()
         return out
-    rss = _rss_kb() if measure_rss else None
-    out["peak_rss_mb"] = rss / 1024 if rss is not None else None
-    out["rss_mb"] = (rss - baseline) / 1024 if rss is not None and baseline is not None else None
+    out["rss_mb"], out["peak_rss_mb"] = rss.result()
     progress.done()
     return out
 
@@ -599,15 +660,22 @@ class _Log:
             print(f"spaseq bench: {text}", file=sys.stderr, flush=True)
 
 
+def _windows(plan: Plan, name: str, strategy: str) -> list[int]:
+    """The windows a strategy runs on: skip-till-any only up to the workload's
+    limit (the largest allowed window when none of the asked ones is)."""
+    windows = plan.windows_for(name)
+    if strategy != ":":
+        return windows
+    limit = WORKLOADS[name].any_max_window
+    return [w for w in windows if w <= limit] or [limit]
+
+
 def _configs(plan: Plan) -> list[tuple[str, str, int, int | None]]:
     out = []
     for name in plan.workloads:
-        w = WORKLOADS[name]
         for kb_size in plan.kb_sizes_for(name):
             for strategy in plan.strategies:
-                for window in plan.windows_for(name):
-                    if strategy == ":" and window > w.any_max_window:
-                        continue
+                for window in _windows(plan, name, strategy):
                     out.append((name, strategy, window, kb_size))
     return out
 
@@ -616,12 +684,12 @@ def _execute(plan: Plan, root: Path, log: _Log) -> Report:
     report = Report()
     started = time.perf_counter()
     configs = _configs(plan)
-    skipped_any = sorted({n for n in plan.workloads for w in plan.windows_for(n)
-                          if ":" in plan.strategies and w > WORKLOADS[n].any_max_window})
+    skipped_any = sorted({n for n in plan.workloads
+                          if ":" in plan.strategies and _windows(plan, n, ":") != plan.windows_for(n)})
     if skipped_any:
-        report.messages.append("note: skip-till-any (STA) ran only on windows up to "
-                               + ", ".join(f"{n} {WORKLOADS[n].any_max_window} s" for n in skipped_any)
-                               + " (it is exponential in the window)")
+        report.messages.append("note: skip-till-any (STA) is exponential in the window: it ran only on "
+                               "windows up to " + ", ".join(f"{WORKLOADS[n].any_max_window} s ({n})"
+                                                            for n in skipped_any))
     total = len(configs) * len(plan.evaluators) + (
         len({(c[0], c[3]) for c in configs}) if plan.parse else 0)
     done = 0
@@ -670,21 +738,28 @@ def _execute(plan: Plan, root: Path, log: _Log) -> Report:
                 report.failed = True
                 report.messages.append(f"FAILED: {name} parse-only: {row['error']}")
         query = w.query(strategy, window)
-        check_limit = plan.rdflib_events if "rdflib" in plan.evaluators else plan.events
+        check_limit = plan.events
         group = []
-        for evaluator in plan.evaluators:
-            limit = plan.rdflib_events if evaluator == "rdflib" else plan.events
-            task = Task(name, strategy, window, evaluator, query, info["source"], limit, info["kb"], kb_size,
-                        check_limit, log.enabled)
+        # rdflib first: the others are checked on the prefix it managed to read
+        for evaluator in sorted(plan.evaluators, key=lambda e: e != "rdflib"):
+            if evaluator == "rdflib":
+                task = Task(name, strategy, window, evaluator, query, info["source"], plan.rdflib_events,
+                            info["kb"], kb_size, None, log.enabled, plan.rdflib_seconds)
+            else:
+                task = Task(name, strategy, window, evaluator, query, info["source"], plan.events, info["kb"],
+                            kb_size, check_limit, log.enabled)
             row = run(task)
+            if evaluator == "rdflib" and "error" not in row:
+                check_limit = min(plan.events, row["events"])
             row["paper"] = w.paper
             row["real"] = info["real"]
             group.append(row)
-            report.rows.append(row)
             if "error" in row:
                 report.failed = True
                 report.messages.append(f"FAILED: {name} {_STRATEGY_LABEL[strategy]} {window}s "
                                        f"{evaluator}: {row['error']}")
+        group.sort(key=lambda r: EVALUATORS.index(r["evaluator"]))
+        report.rows.extend(group)
         _ratios(group, report.parse.get((name, kb_size)))
         check = _check(group, name, strategy, window, kb_size)
         if check:
@@ -752,10 +827,10 @@ def collect_results(query: str, source: Source, kb_files: list[str], evaluator: 
 
 
 def _rss_scaling(plan: Plan, configs, prepared, run, report: Report) -> list[dict]:
-    engines = [e for e in plan.evaluators if e != "rdflib"] or plan.evaluators
-    if not engines:
-        return []
-    evaluator = engines[0]
+    """Each workload's first configuration at 1x and 10x events, with every
+    engine evaluator but rdflib: the ratio of peak RSS above the baseline."""
+    engines = ["parse"] if plan.parse else []       # the input reader's own growth, for comparison
+    engines += [e for e in plan.evaluators if e != "rdflib"]
     out = []
     done = set()
     for name, strategy, window, kb_size in configs:
@@ -763,18 +838,24 @@ def _rss_scaling(plan: Plan, configs, prepared, run, report: Report) -> list[dic
             continue
         done.add(name)
         w = WORKLOADS[name]
-        rows = []
-        for n in (plan.events, plan.events * 10):
-            info = prepared(name, kb_size, n)
-            rows.append(run(Task(name, strategy, window, evaluator, w.query(strategy, window), info["source"], n,
-                                 info["kb"], kb_size, None, True)))
-        entry = {"workload": name, "strategy": strategy, "window": window, "evaluator": evaluator,
-                 "events": [r.get("events") for r in rows], "rss_mb": [r.get("rss_mb") for r in rows],
-                 "peak_rss_mb": [r.get("peak_rss_mb") for r in rows],
-                 "peak_runs": [r.get("peak_runs") for r in rows]}
-        a, b = entry["rss_mb"]
-        entry["ratio"] = (b / a) if a and b is not None and a > 0 else None
-        out.append(entry)
+        for evaluator in engines:
+            rows = []
+            for n in (plan.events, plan.events * 10):
+                info = prepared(name, kb_size, n)
+                if evaluator == "parse":
+                    task = Task(name, None, None, "parse", None, info["source"], n, [], kb_size, None, True)
+                else:
+                    task = Task(name, strategy, window, evaluator, w.query(strategy, window),
+                                info["source"], n, info["kb"], kb_size, None, True)
+                rows.append(run(task))
+            entry = {"workload": name, "strategy": strategy, "window": window, "evaluator": evaluator,
+                     "events": [r.get("events") for r in rows], "rss_mb": [r.get("rss_mb") for r in rows],
+                     "peak_rss_mb": [r.get("peak_rss_mb") for r in rows],
+                     "peak_runs": [r.get("peak_runs") for r in rows], "eps": [r.get("eps") for r in rows],
+                     "errors": [r["error"] for r in rows if "error" in r]}
+            a, b = entry["rss_mb"]
+            entry["ratio"] = (b / a) if a and b is not None and a > 0 else None
+            out.append(entry)
     return out
 
 
@@ -848,10 +929,14 @@ def format_table(report: Report) -> str:
                     f"with every evaluator" + ("" if equal == len(report.checks) else "  <-- MISMATCH"))
     for entry in report.rss_scaling:
         a, b = entry["rss_mb"]
-        text.append(f"RSS scaling: {entry['workload']} {_STRATEGY_LABEL[entry['strategy']]} {entry['window']}s "
-                    f"{entry['evaluator']}: {_fmt(entry['events'][0])} events {_fmt(a, '.1f')} MB, "
-                    f"{_fmt(entry['events'][1])} events {_fmt(b, '.1f')} MB, ratio {_fmt(entry['ratio'], '.2f')} "
-                    f"(peak runs {_fmt(entry['peak_runs'][0])} / {_fmt(entry['peak_runs'][1])})")
+        what = "parse-only" if entry["evaluator"] == "parse" else \
+            f"{_STRATEGY_LABEL[entry['strategy']]} {entry['window']}s {entry['evaluator']}"
+        text.append(f"RSS scaling: {entry['workload']} {what}: {_fmt(entry['events'][0])} events {_fmt(a, '.1f')} MB, "
+                    f"{_fmt(entry['events'][1])} events {_fmt(b, '.1f')} MB: ratio {_fmt(entry['ratio'], '.2f')} "
+                    + (f"(peak runs {_fmt(entry['peak_runs'][0])} / {_fmt(entry['peak_runs'][1])}, "
+                       if entry["evaluator"] != "parse" else "(")
+                    + f"ev/s {_fmt(entry['eps'][0])} / {_fmt(entry['eps'][1])})"
+                    + (f" FAILED: {entry['errors'][0].splitlines()[0]}" if entry["errors"] else ""))
     for key, info in report.inputs.items():
         if info.get("real"):
             text.append(f"data {key}: {info.get('note')}" + (" (repeated)" if info.get("cycled") else ""))
@@ -877,14 +962,16 @@ def plot(report: Report, directory: str) -> list[str] | None:
     written = []
     for (name, strategy, kb_size), rows in sorted(groups.items(), key=lambda kv: str(kv[0])):
         fig, (ax1, ax2) = plt.subplots(1, 2, figsize=(11, 4))
-        for evaluator in EVALUATORS:
+        for index, evaluator in enumerate(EVALUATORS):
             mine = sorted((r for r in rows if r["evaluator"] == evaluator), key=lambda r: r["window"])
             if not mine:
                 continue
             windows = [r["window"] for r in mine]
-            ax1.plot(windows, [r["tps"] for r in mine], marker="o", label=evaluator)
-            ax2.plot(windows, [r["p50_us"] for r in mine], marker="o", label=f"{evaluator} p50")
-            ax2.plot(windows, [r["p99_us"] for r in mine], marker="x", linestyle="--", label=f"{evaluator} p99")
+            color = f"C{index}"
+            ax1.plot(windows, [r["tps"] for r in mine], marker="o", color=color, label=evaluator)
+            ax2.plot(windows, [r["p50_us"] for r in mine], marker="o", color=color, label=f"{evaluator} p50")
+            ax2.plot(windows, [r["p99_us"] for r in mine], marker="x", linestyle="--", color=color,
+                     label=f"{evaluator} p99")
         parse = report.parse.get((name, kb_size))
         if parse and parse.get("tps"):
             ax1.axhline(parse["tps"], color="grey", linestyle=":", label="parse-only")

@@ -21,10 +21,14 @@ from .engine import Engine
 from .errors import EventError, QueryError, SpaseqError
 from .events import as_time, datetime_seconds, format_time
 from .gpm_spectra import SpectraEvaluator
+from .bench import add_bench_parser
 from .kb import KnowledgeBase
+from .kb_commands import add_kb_parser
 from .output import FORMATS
 from .plugins import call_configure, plugin_list, registry, result_sink, stream_source
 from .streams.files import merge_streams, read_manifest_streams
+from .streams.reorder import merge_arrival, parse_lateness, reorder
+from .streams.replay import parse_rate, replay
 
 
 class UsageError(SpaseqError):
@@ -75,9 +79,10 @@ def _parser() -> argparse.ArgumentParser:
     run = sub.add_parser("run", help="evaluate a query over stream files",
                          description="Evaluate a SPASEQ query over stream files and print its results.")
     run.add_argument("query", help="the query file (or - for standard input)")
-    run.add_argument("--stream", action="append", default=[], metavar="ALIAS=PATH",
-                     help="a stream file (.trig, .nq, optionally .gz; a glob or a folder) for the "
-                          "stream ALIAS of FROM STREAM (or its IRI); repeat for several")
+    run.add_argument("--stream", action="append", default=[], metavar="ALIAS=LOCATION",
+                     help="the input of the stream ALIAS of FROM STREAM (or its IRI): a file (.trig, .nq, "
+                          "optionally .gz), a glob or a folder; '-' for stdin; tcp://HOST:PORT; "
+                          "mqtt://HOST:PORT/TOPIC; or any SCHEME: a plugin provides; repeat for several")
     run.add_argument("--manifest", action="append", default=[], metavar="FILE",
                      help="a stream manifest of the SPASEQ reference implementation "
                           "(lines '<stream IRI> <file.nt> N')")
@@ -93,6 +98,15 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--start", metavar="TIME",
                      help="TUMBLING windows start here (a number or an xsd:dateTime) "
                           "instead of at the first event")
+    run.add_argument("--rate", metavar="R",
+                     help="replay at R times the recorded pace (1 = real time; default: full speed)")
+    run.add_argument("--lateness", metavar="SECONDS",
+                     help="reorder events arriving out of order across streams, up to this late "
+                          "(e.g. 5, 500ms, 2min); later ones are rejected")
+    run.add_argument("--max-events", type=int, metavar="N",
+                     help="live sources (stdin, tcp, mqtt) end after N events")
+    run.add_argument("--idle-timeout", type=float, metavar="SECONDS",
+                     help="live sources end after this long without input")
     run.add_argument("--quiet", "-q", action="store_true", help="no warnings, progress or summary")
     run.set_defaults(func=_run)
 
@@ -103,6 +117,9 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--kb", action="append", default=[], metavar="PATH|IRI=PATH|oxigraph:DIR",
                          help="the KB, to show how GRAPH clauses will be joined")
     explain.set_defaults(func=_explain)
+
+    add_kb_parser(sub)
+    add_bench_parser(sub)
 
     plugins = sub.add_parser("plugins", help="list the loaded plugins and what they provide",
                              description="List the loaded plugins (built in and from the 'spaseq' "
@@ -146,7 +163,8 @@ def _explain(args) -> int:
     return 0
 
 
-def _stream_sources(compiled: CompiledQuery, specs: list[str], manifests: list[str]):
+def _stream_sources(compiled: CompiledQuery, specs: list[str], manifests: list[str],
+                    lateness: str | None = None):
     by_alias = compiled.stream_iris
     iris = set(by_alias.values())
     sources = []
@@ -169,6 +187,12 @@ def _stream_sources(compiled: CompiledQuery, specs: list[str], manifests: list[s
         sources.extend(read_manifest_streams(manifest).values())
     if not sources:
         raise UsageError("no input: give --stream ALIAS=PATH (or --manifest FILE)")
+    if lateness is not None:
+        try:
+            allowed = parse_lateness(lateness)
+        except ValueError as e:
+            raise UsageError(f"--lateness {lateness}: {e}") from None
+        return reorder(merge_arrival(sources), allowed)
     return merge_streams(sources)
 
 
@@ -204,7 +228,11 @@ def _run(args) -> int:
     if not args.quiet:
         for warning in engine.warnings:
             print(f"spaseq: warning: {warning}", file=sys.stderr)
-    items = _stream_sources(compiled, args.stream, args.manifest)
+    items = _stream_sources(compiled, args.stream, args.manifest, args.lateness)
+    try:
+        items = replay(items, parse_rate(args.rate))
+    except ValueError as e:
+        raise UsageError(f"--rate {args.rate}: {e}") from None
     fmt = args.format or ("trig" if compiled.query.construct is not None else "jsonl")
     if fmt == "trig" and compiled.query.construct is None:
         raise UsageError("--format trig is for CONSTRUCT queries")

@@ -52,17 +52,15 @@ class OxigraphEvaluator:
     batches_mappings = True      # one query answers many runs' mappings: the runtime prefetches
 
     def __init__(self, kb: KnowledgeBase | None = None):
-        store = kb.working_store() if kb is not None else None
-        if store is None:
-            # A read-only or non-Oxigraph KB cannot take the event graph: copy its named graphs.
-            store = ox.Store()
-            if kb is not None:
-                store.bulk_extend(kb.quads())
-        self._store = store
+        self._kb = kb
+        shared = kb.working_store() if kb is not None else None
+        self._store = shared if shared is not None else ox.Store()
+        # A KB that cannot take the event graph (on disk, rdflib, remote) is copied, one
+        # named graph at a time, when a GPM first names it.
+        self._copied: set[str] | None = None if shared is not None else set()
         from .plugins import sparql_functions
         self._functions = sparql_functions() or None
-        self._named_graphs = [g for g in self._store.named_graphs()
-                              if g not in (EVENT_GRAPH, SKOLEM_GRAPH)]
+        self._named_graphs = [ox.NamedNode(g) for g in kb.graph_names()] if shared is not None else []
         self._event: Event | None = None
         self._skolemised: Event | None = None
         self._texts: dict[tuple, str] = {}
@@ -83,8 +81,24 @@ class OxigraphEvaluator:
             self._skolemised = event
         return SKOLEM_GRAPH
 
+    def _copy_graphs(self, gpm: GpmPattern) -> None:
+        if self._copied is None or self._kb is None or not gpm.uses_kb:
+            return
+        if gpm.kb_graph_var:          # GRAPH ?g: the whole KB, in one go
+            names = self._kb.graph_names()
+            if set(names) - self._copied:
+                self._store.bulk_extend(q for q in self._kb.quads() if q.graph_name.value not in self._copied)
+                self._copied.update(names)
+                self._named_graphs = [ox.NamedNode(g) for g in sorted(self._copied)]
+            return
+        for graph in sorted(set(gpm.kb_graphs) - self._copied):
+            self._store.bulk_extend(self._kb.quads(graph))
+            self._copied.add(graph)
+            self._named_graphs.append(ox.NamedNode(graph))
+
     def evaluate(self, gpm: GpmPattern, event: Event,
                  mappings: Sequence[Mapping[str, Term]]) -> list[list[Solution]]:
+        self._copy_graphs(gpm)
         columns = sorted({v for m in mappings for v in m if v in gpm.mentioned})
         results: list[list[Solution]] = [[] for _ in mappings]
         if not columns:

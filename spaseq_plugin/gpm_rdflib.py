@@ -30,6 +30,7 @@ queries, on purpose (this is the naive baseline).
 
 from __future__ import annotations
 
+import warnings
 from typing import Mapping, Sequence
 
 import pyoxigraph as ox
@@ -38,7 +39,6 @@ from rdflib.term import BNode, Literal, URIRef
 
 from .events import Event
 from .gpm import GpmPattern
-from .gpm_oxigraph import _ROW, Solution, Term, _skolem, _sparql, _unskolem
 from .kb import KnowledgeBase
 from .rdflib_terms import rdflib_to_ox
 
@@ -62,7 +62,32 @@ def ox_to_rdflib(term):
     raise ValueError(f"not an RDF term: {term!r}")
 
 
+Term = ox.NamedNode | ox.BlankNode | ox.Literal
+Solution = dict[str, Term]
+
+_ROW = "__spaseq_row"
+_SKOLEM = "urn:spaseq:bnode:"
 _XSD = "http://www.w3.org/2001/XMLSchema#"
+
+
+def _skolem(term):
+    if isinstance(term, ox.BlankNode):
+        return ox.NamedNode(_SKOLEM + term.value)
+    return term
+
+
+def _unskolem(term):
+    if isinstance(term, ox.NamedNode) and term.value.startswith(_SKOLEM):
+        return ox.BlankNode(term.value[len(_SKOLEM):])
+    return term
+
+
+def _sparql(term) -> str:
+    """A term as SPARQL text for a VALUES row (``UNDEF`` for unbound)."""
+    if term is None:
+        return "UNDEF"
+    return str(_skolem(term))
+
 _PLAIN = {_XSD + "string", "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"}
 
 
@@ -123,14 +148,16 @@ class RdflibEvaluator:
         if self._dataset is None:
             self._dataset = Dataset()
             if self._kb is not None:
-                for quad in self._kb.store.quads_for_pattern(None, None, None, None):
+                for quad in self._kb.quads():       # the named graphs: GPMs see no KB default graph
                     if isinstance(quad.graph_name, ox.DefaultGraph):
-                        continue    # the KB's default graph is not visible to GPMs
+                        continue
                     graph = self._dataset.graph(ox_to_rdflib(quad.graph_name))
                     graph.add((ox_to_rdflib(quad.subject), ox_to_rdflib(quad.predicate),
                                ox_to_rdflib(self._canonical(quad.object))))
         if self._dataset_event is not event:
-            default = self._dataset.default_context
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                default = self._dataset.default_context
             default.remove((None, None, None))
             for triple in self._triples(event):
                 default.add(triple)
@@ -141,7 +168,14 @@ class RdflibEvaluator:
 
     def evaluate(self, gpm: GpmPattern, event: Event,
                  mappings: Sequence[Mapping[str, Term]]) -> list[list[Solution]]:
-        target = self._event_dataset(event) if gpm.uses_kb else self._event_graph(event)
+        if gpm.uses_kb:
+            # rdflib 7 warns about its own use of Dataset.default_context on every query
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", DeprecationWarning)
+                return self._evaluate(self._event_dataset(event), gpm, mappings)
+        return self._evaluate(self._event_graph(event), gpm, mappings)
+
+    def _evaluate(self, target, gpm: GpmPattern, mappings: Sequence[Mapping[str, Term]]) -> list[list[Solution]]:
         columns = sorted({v for m in mappings for v in m if v in gpm.mentioned})
         results: list[list[Solution]] = [[] for _ in mappings]
         if not columns:

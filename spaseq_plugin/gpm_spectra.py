@@ -99,7 +99,7 @@ class SpectraEvaluator:
     def __init__(self, kb: KnowledgeBase | None = None, *, materialize_limit: int = 500_000,
                  fallback: OxigraphEvaluator | None = None):
         self.kb = kb
-        self.fallback = fallback or OxigraphEvaluator(kb)
+        self._fallback = fallback
         self.materialize_limit = materialize_limit
         self._plans: dict[GpmPattern, Plan | None] = {}
         self._reasons: dict[GpmPattern, str] = {}
@@ -108,6 +108,13 @@ class SpectraEvaluator:
         self._standalone: dict[GpmPattern, list[Solution]] = {}
         self._indexes: dict[tuple, dict] = {}
         self.fallbacks = 0           # evaluations that went to Oxigraph for a value
+
+    @property
+    def fallback(self) -> OxigraphEvaluator:
+        """Made when first needed: it may copy KB graphs that the fast path never needs."""
+        if self._fallback is None:
+            self._fallback = OxigraphEvaluator(self.kb)
+        return self._fallback
 
     # -- the evaluator protocol --------------------------------------------
 

@@ -25,7 +25,12 @@ from .errors import SpaseqError
 # The built-in plugins, registered exactly like third-party ones.
 DEFAULT_PLUGINS = (
     "spaseq_plugin.stores.oxigraph",
+    "spaseq_plugin.stores.rdflib_store",
+    "spaseq_plugin.stores.sparql_endpoint",
     "spaseq_plugin.streams.files",
+    "spaseq_plugin.streams.network",
+    "spaseq_plugin.streams.mqtt",
+    "spaseq_plugin.sinks",
     "spaseq_plugin.output",
 )
 

@@ -58,3 +58,22 @@ def unalias(iri: str) -> str:
     if iri.startswith(_ALIAS):
         return iri.split(":", 4)[4]
     return iri
+
+
+def ox_to_rdflib(term):
+    """A pyoxigraph NamedNode/BlankNode/Literal as the equal rdflib term
+    (literals keep their exact lexical form: no rdflib normalisation)."""
+    from rdflib.term import BNode as _BNode, Literal as _Literal, URIRef as _URIRef
+
+    if isinstance(term, ox.NamedNode):
+        return _URIRef(term.value)
+    if isinstance(term, ox.BlankNode):
+        return _BNode(term.value)
+    if isinstance(term, ox.Literal):
+        if term.language:
+            return _Literal(term.value, lang=term.language, normalize=False)
+        datatype = term.datatype.value
+        if datatype == "http://www.w3.org/2001/XMLSchema#string":
+            return _Literal(term.value, normalize=False)
+        return _Literal(term.value, datatype=_URIRef(datatype), normalize=False)
+    raise ValueError(f"not an RDF term rdflib can hold: {term!r}")

@@ -35,7 +35,6 @@ Python use::
 from __future__ import annotations
 
 import csv
-import datetime as _dt
 import heapq
 import itertools
 import math
@@ -47,7 +46,7 @@ from typing import Callable, Iterable, Iterator
 
 import pyoxigraph as ox
 
-from .events import PROV_GENERATED_AT, XSD, Event, datetime_seconds, format_time, time_literal
+from .events import PROV_GENERATED_AT, XSD, Event, datetime_seconds, time_literal
 from .kb import KnowledgeBase
 
 __all__ = [
@@ -104,6 +103,14 @@ def _fixed(x: float, places: int) -> str:
 
 def _iri(text: str) -> ox.NamedNode:
     return ox.NamedNode(text)
+
+
+def _memory_kb(quads: Iterable[ox.Quad] = ()) -> KnowledgeBase:
+    """An in-memory Oxigraph KB holding ``quads`` (it has ``.store``)."""
+    from .stores.oxigraph import OxigraphKB
+    kb = OxigraphKB()
+    kb.store.bulk_extend(quads)
+    return kb
 
 
 # -- writing stream files ------------------------------------------------------
@@ -253,9 +260,7 @@ def company_kb(size: int = 10_000, sectors: int = 1, seed: int = 1) -> Knowledge
     URL, phone, address (street, city, zip): 10 triples per company, for
     companies 0, 1, 2, ... (the stream's companies come first; the rest make
     the KB as large as asked, as a real company register would be)."""
-    kb = KnowledgeBase()
-    kb.store.bulk_extend(kb_quads(SMD_KB, lambda k: _company_entity(k, sectors, seed), size))
-    return kb
+    return _memory_kb(kb_quads(SMD_KB, lambda k: _company_entity(k, sectors, seed), size))
 
 
 def _strategy(op: str) -> str:
@@ -373,9 +378,7 @@ def card_kb(size: int = 10_000, seed: int = 2) -> KnowledgeBase:
     """A KB of ``size`` triples about cards (holder, address, bank, type) in
     graph ``<http://creditcard.org/db>``: 4 triples per card (and 50 banks'
     addresses), cards 0, 1, 2, ... (at least the 214 the data uses)."""
-    kb = KnowledgeBase()
-    kb.store.bulk_extend(kb_quads(CCD_KB, lambda k: _card_entity(k, seed), max(size, 1_000)))
-    return kb
+    return _memory_kb(kb_quads(CCD_KB, lambda k: _card_entity(k, seed), max(size, 1_000)))
 
 
 def q2_big_after_small(strategy: str = ",", window: int = 1800) -> str:
@@ -523,22 +526,24 @@ def _dedupe(events: list[Event]) -> list[Event]:
 
 
 def _smarthome_generated(days: int, step: int, seed: int) -> list[list[Event]]:
-    """Three synthetic streams with the HomeC slice's rates and ranges."""
-    rng = random.Random(seed)
+    """Three synthetic streams with the HomeC slice's rates and ranges (one
+    random generator per stream: a prefix does not depend on ``days``)."""
+    rng_p, rng_w, rng_s = (random.Random(seed * 1000 + i) for i in range(3))
     power, weather, storage = [], [], []
     watts = 400.0
     for t in range(_POWER_DAY0, _POWER_DAY0 + days * 86400, step):
         hour = (t % 86400) / 3600
         base = 350 + 350 * max(0.0, math.sin((hour - 6) / 16 * math.pi))
-        watts = max(50.0, 0.8 * watts + 0.2 * base + rng.gauss(0, 120))
+        watts = max(50.0, 0.8 * watts + 0.2 * base + rng_p.gauss(0, 120))
         power.append(_power_event(t, watts))
         if t % 60 == 0:
-            wind = rng.choices([0, 1, 2, 3, 5, 6], [56, 16, 12, 14, 1.5, 0.5])[0]
-            weather.append(_weather_event(t, wind, 42 + 5 * math.sin(hour / 24 * math.pi) + rng.gauss(0, .3),
-                                          rng.randint(60, 98)))
+            wind = rng_w.choices([0, 1, 2, 3, 5, 6], [56, 16, 12, 14, 1.5, 0.5])[0]
+            weather.append(_weather_event(t, wind, 42 + 5 * math.sin(hour / 24 * math.pi) + rng_w.gauss(0, .3),
+                                          rng_w.randint(60, 98)))
         if t % max(step, 5) == 0:
             sun = max(0.0, math.sin((hour - 7) / 12 * math.pi))
-            storage.append(_storage_event(t, 11.3 + 14 * sun * rng.uniform(0.6, 1.0), 12.5 + rng.uniform(-.2, .6)))
+            storage.append(_storage_event(t, 11.3 + 14 * sun * rng_s.uniform(0.6, 1.0),
+                                          12.5 + rng_s.uniform(-.2, .6)))
     return [power, weather, storage]
 
 
@@ -550,15 +555,20 @@ def smarthome_events(n: int | None = None, step: int = 10, seed: int = 3, real: 
     fare), weather per minute (wind speed, temperature, humidity), solar
     generation every ``step`` seconds; the generation files are from 2011 in
     UTC and are aligned on the power files' days by local time of day.  The
-    slice starts at 06:00 on the first day (the nights have no costly grid
+    slice starts at 07:00 on the first day (the nights have no costly grid
     draw, so a small slice from midnight would match nothing) and repeats
     (shifted by its length) when more events are asked for.
     Without the data, a seeded generator with the same rates stands in.
     """
     root = data_dir() / "smarthome"
     use_real = root.is_dir() if real is None else real
-    streams = _smarthome_real(root, step) if use_real else _smarthome_generated(2, step, seed)
-    morning = _POWER_DAY0 + 6 * 3600
+    if use_real:
+        streams = _smarthome_real(root, step)
+    else:       # as many days as n needs (about 2 * 86400 / step + 1440 events a day)
+        per_day = 2 * 86400 // step + 1440
+        days = 2 if n is None else max(1, -(-n // per_day) + 1)
+        streams = _smarthome_generated(days, step, seed)
+    morning = _POWER_DAY0 + 7 * 3600
     streams = [[e for e in s if e.time >= morning] for s in streams]
     return _take(_cycle_streams(streams), n)
 
@@ -571,9 +581,7 @@ def smartgrid_kb(size: int = 1_000, seed: int = 3) -> KnowledgeBase:
         return [(h, _iri(SG + "locatedIn"), _iri(SG + ("city/amherst" if k == 0 else f"city/{k % 40}"))),
                 (h, _iri(SG + "nearBy"), _iri(f"{SG}home{k + 1}")),
                 (h, _iri(SG + "ownerName"), ox.Literal(f"Owner {k}"))]
-    kb = KnowledgeBase()
-    kb.store.bulk_extend(kb_quads(SG_KB, house, size))
-    return kb
+    return _memory_kb(kb_quads(SG_KB, house, size))
 
 
 def q1_smart_grid(strategy: str = ";", window: int = 1800) -> str:
@@ -649,11 +657,11 @@ def _traffic_real(root: Path) -> list[list[Event]]:
 
 
 def _traffic_generated(days: int, seed: int) -> list[list[Event]]:
-    rng = random.Random(seed)
     start = int(datetime_seconds("2014-08-01T08:00:00"))
     streams = []
     for i, stream in enumerate(TD_STREAMS):
-        speed, events = 55.0, []
+        rng = random.Random(seed * 1000 + i)       # one generator per stream: a stream's
+        speed, events = 55.0, []                   # prefix does not depend on ``days``
         for k in range(days * 86400 // _TD_STEP):
             if rng.random() < 0.02:
                 continue                    # a missing report, as in the real files
@@ -680,7 +688,9 @@ def traffic_events(n: int | None = None, seed: int = 5, real: bool | None = None
     """
     root = data_dir() / "citybench"
     use_real = (root / "streams").is_dir() if real is None else real
-    streams = _traffic_real(root) if use_real else _traffic_generated(60, seed)
+    # the generator makes as many days as n needs (3 streams, 288 reports a day each)
+    days = 60 if n is None else max(1, -(-n // (3 * 280)) + 1)
+    streams = _traffic_real(root) if use_real else _traffic_generated(days, seed)
     return _take(_cycle_streams(streams), n)
 
 
@@ -690,7 +700,7 @@ def traffic_kb(real: bool | None = None) -> KnowledgeBase:
     stand-in describing the three sensors when the data is absent."""
     path = data_dir() / "citybench" / "SensorRepository.n3"
     use_real = path.is_file() if real is None else real
-    kb = KnowledgeBase()
+    kb = _memory_kb()
     if use_real:
         kb.load(str(path), TD_KB)
     else:
@@ -813,9 +823,7 @@ def vessel_kb(size: int = 1_000, seed: int = 6) -> KnowledgeBase:
     """The harbour KB of Q6 (graph ``<http://harbour.org/db>``): vessel name,
     operator and flag (3 triples per vessel) and 7 operators' names, up to
     ``size`` triples (at least the generator's 20 vessels)."""
-    kb = KnowledgeBase()
-    kb.store.bulk_extend(kb_quads(HARBOUR_KB, lambda k: _vessel_entity(k, seed), max(size, 100)))
-    return kb
+    return _memory_kb(kb_quads(HARBOUR_KB, lambda k: _vessel_entity(k, seed), max(size, 100)))
 
 
 def q6_trajectory(strategy: str = ",", window: int = 1800) -> str:
@@ -1039,7 +1047,7 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("stock-kb", "Q4+KB", "stock market: V-shape joined with a company KB (KB-size experiment)",
              q4_v_shape, lambda n: stock_events(n), (300, 900, 1800), ";",
              make_kb=lambda size: company_kb(size), kb_size=10_000, query_options={"kb": True}),
-    Workload("traffic", "Q5", "Aarhus traffic: a reading ; (same quantity higher on 2 other segments at once)",
+    Workload("traffic", "Q5", "Aarhus traffic: a reading ; (same quantity no higher on 2 other segments at once)",
              q5_traffic, lambda n: traffic_events(n), (900, 1800, 3600), ";",
              any_max_window=900, real=_exists("citybench/streams"),
              data_note="CityBench Aarhus traffic, sensors 182955, 195578, 195446 (5 min)"),

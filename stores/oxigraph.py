@@ -15,6 +15,8 @@ from ..errors import SpaseqError
 from ..hookspecs import hookimpl
 from ..kb import KnowledgeBase
 
+RESERVED = "urn:spaseq:event"
+
 RDF_FORMATS = {
     ".trig": ox.RdfFormat.TRIG, ".nq": ox.RdfFormat.N_QUADS, ".nt": ox.RdfFormat.N_TRIPLES,
     ".ttl": ox.RdfFormat.TURTLE, ".n3": ox.RdfFormat.TURTLE, ".rdf": ox.RdfFormat.RDF_XML,
@@ -64,7 +66,9 @@ class OxigraphKB(KnowledgeBase):
             raise SpaseqError(f"cannot load KB file {path}: {e}") from None
 
     def graph_names(self) -> list[str]:
-        return [g.value for g in self.store.named_graphs() if isinstance(g, ox.NamedNode)]
+        # evaluators put events into reserved urn:spaseq: graphs of an in-memory KB's store
+        return [g.value for g in self.store.named_graphs()
+                if isinstance(g, ox.NamedNode) and not g.value.startswith(RESERVED)]
 
     def select(self, sparql: str):
         solutions = self.store.query(sparql)
@@ -76,7 +80,7 @@ class OxigraphKB(KnowledgeBase):
         if graph is not None:
             return self.store.quads_for_pattern(None, None, None, ox.NamedNode(graph))
         return (q for q in self.store.quads_for_pattern(None, None, None, None)
-                if not isinstance(q.graph_name, ox.DefaultGraph))
+                if isinstance(q.graph_name, ox.NamedNode) and not q.graph_name.value.startswith(RESERVED))
 
     def working_store(self) -> ox.Store | None:
         return None if self.path else self.store

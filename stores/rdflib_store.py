@@ -1,0 +1,317 @@
+"""rdflib stores and datasets as the KB (``--kb rdflib:STORE[:CONFIGURATION]``).
+
+Any rdflib store plugin, by name, opened with its configuration string:
+
+* ``rdflib:Memory``: rdflib's in-memory store, empty; ``rdflib:Memory:FILE``
+  or ``rdflib:Memory:IRI=FILE`` loads one RDF file into it (TriG and N-Quads
+  keep their graph names; N-Triples and Turtle go to the named graph IRI);
+* ``rdflib:Oxigraph:DIR``: an on-disk Oxigraph store through oxrdflib,
+  opened read-only (``rdflib:Oxigraph`` alone: an empty in-memory one);
+* ``rdflib:BerkeleyDB:DIR`` (where the ``berkeleydb`` module is installed)
+  and any third-party rdflib store plugin: ``Dataset(store=NAME)`` opened
+  with ``DIR`` (or whatever that store's configuration string is).
+
+From Python, any rdflib ``Dataset`` (or ``ConjunctiveGraph``) object, or a
+``Graph`` given a graph name, is a KB::
+
+    from spaseq_plugin.stores.rdflib_store import RdflibKB
+    engine = Engine(query, kb=RdflibKB(my_dataset))
+
+``select`` runs the SPARQL with rdflib (for an oxrdflib store, rdflib hands
+it to Oxigraph) and converts the terms to pyoxigraph; ``quads`` reads the
+dataset's named graphs.  The KB is read-only for queries.
+
+A built-in plugin: it registers the ``rdflib`` scheme through the
+``spaseq_kb_stores`` hook, like :mod:`spaseq_plugin.stores.oxigraph`.
+"""
+
+from __future__ import annotations
+
+import difflib
+import logging
+import os
+from typing import Iterator
+
+import pyoxigraph as ox
+from rdflib import ConjunctiveGraph, Dataset, Graph, URIRef
+from rdflib.graph import DATASET_DEFAULT_GRAPH_ID
+from rdflib.term import BNode, Literal
+
+from ..errors import SpaseqError
+from ..hookspecs import hookimpl
+from ..kb import KnowledgeBase, split_graph_spec
+from ..rdflib_terms import ox_to_rdflib, rdflib_to_ox
+
+XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
+
+
+def to_ox(term):
+    """An rdflib term as pyoxigraph's (blank node labels pyoxigraph refuses are re-labelled)."""
+    try:
+        return rdflib_to_ox(term)
+    except ValueError:
+        if isinstance(term, BNode):
+            return ox.BlankNode("x" + str(term).encode("utf-8").hex())
+        if isinstance(term, Literal) and term.language:
+            raise SpaseqError(f"the rdflib KB holds a literal with a bad language tag: {term.n3()}") from None
+        raise SpaseqError(f"the rdflib KB holds a term pyoxigraph cannot represent: {term!r}") from None
+
+
+class RdflibKB(KnowledgeBase):
+    """A KB in an rdflib Dataset (see the module docstring).
+
+    ``data`` is a ``Dataset`` or ``ConjunctiveGraph`` (its named graphs are the
+    KB's), or a ``Graph``: the KB's one named graph, called ``graph`` or, when
+    that is not given, the Graph's own identifier if it is an IRI.
+    """
+
+    def __init__(self, data: Graph, *, graph: str | None = None, description: str | None = None,
+                 close_store: bool = False):
+        if isinstance(data, ConjunctiveGraph):         # Dataset is a ConjunctiveGraph
+            if graph is not None:
+                raise SpaseqError("RdflibKB(graph=...) names the graph of a single rdflib Graph, "
+                                  "not of a Dataset")
+            self.dataset = data
+        elif isinstance(data, Graph):
+            name = graph or (str(data.identifier) if isinstance(data.identifier, URIRef) else None)
+            if not name:
+                raise SpaseqError("a KB from one rdflib Graph needs a graph name: RdflibKB(graph_object, "
+                                  "graph='http://...'), or give the Graph an IRI identifier")
+            self.dataset = Dataset()
+            target = self.dataset.graph(URIRef(name))
+            for triple in data:
+                target.add(triple)
+        else:
+            raise SpaseqError(f"RdflibKB takes an rdflib Dataset or Graph, not {type(data).__name__}")
+        self.description = description or f"rdflib {type(self.dataset).__name__} " \
+                                          f"({type(self.dataset.store).__name__} store)"
+        self._close_store = close_store
+        self._names: list[str] | None = None
+
+    def _contexts(self):
+        if isinstance(self.dataset, Dataset):
+            return self.dataset.graphs()
+        return self.dataset.contexts()
+
+    def graph_names(self) -> list[str]:
+        if self._names is None:
+            self._names = sorted(str(g.identifier) for g in self._contexts()
+                                 if isinstance(g.identifier, URIRef)
+                                 and g.identifier != DATASET_DEFAULT_GRAPH_ID)
+        return list(self._names)
+
+    def query(self, sparql: str):
+        """rdflib's result of any query (user errors as SpaseqError)."""
+        term_log = logging.getLogger("rdflib.term")
+        level = term_log.level
+        term_log.setLevel(logging.CRITICAL)     # rdflib logs a traceback per ill-typed literal
+        try:
+            return self.dataset.query(sparql)
+        except SpaseqError:
+            raise
+        except Exception as e:
+            if type(e).__name__ in ("ParseException", "ParseSyntaxException", "ParseFatalException"):
+                raise SpaseqError(f"rdflib cannot parse the query: {e}") from None
+            if isinstance(e, (SyntaxError, ValueError, NotImplementedError)):
+                raise SpaseqError(f"rdflib cannot run the query: {e}") from None
+            raise
+        finally:
+            term_log.setLevel(level)
+
+    def select(self, sparql: str) -> Iterator[dict[str, object]]:
+        result = self.query(sparql)
+        if result.type != "SELECT":
+            raise SpaseqError(f"not a SELECT query ({result.type})")
+        names = [str(v) for v in result.vars]
+        for row in result:
+            yield {name: to_ox(value) for name, value in zip(names, row) if value is not None}
+
+    def query_results(self, sparql: str):
+        """Any query's answer as pyoxigraph objects: solutions (variables and rows), a
+        QueryBoolean-like bool, or a list of Triples (for ``spaseq kb query``)."""
+        result = self.query(sparql)
+        if result.type == "ASK":
+            return bool(result.askAnswer)
+        if result.type in ("CONSTRUCT", "DESCRIBE"):
+            return [ox.Triple(to_ox(s), to_ox(p), to_ox(o)) for s, p, o in result.graph]
+        variables = [ox.Variable(str(v)) for v in result.vars]
+        rows = [{v.value: to_ox(value) for v, value in zip(variables, row) if value is not None}
+                for row in result]
+        return variables, rows
+
+    def quads(self, graph: str | None = None) -> Iterator[ox.Quad]:
+        names = [graph] if graph is not None else self.graph_names()
+        for name in names:
+            g = ox.NamedNode(name)
+            context = self.dataset.get_context(URIRef(name))
+            for s, p, o in context.triples((None, None, None)):
+                yield ox.Quad(to_ox(s), to_ox(p), to_ox(o), g)
+
+    def close(self) -> None:
+        if self._close_store:
+            try:
+                self.dataset.close()
+            except Exception:
+                pass
+            self._close_store = False
+
+
+# -- opening by name -----------------------------------------------------------------------
+
+def _store_plugin(name: str):
+    from rdflib import plugin
+    from rdflib.plugin import PluginException
+    from rdflib.store import Store
+    try:
+        return plugin.get(name, Store)
+    except PluginException:
+        known = sorted({p.name for p in plugin.plugins(kind=Store)})
+        close = difflib.get_close_matches(name, known, 1)
+        hint = f" (did you mean {close[0]}?)" if close else ""
+        if name.lower() == "berkeleydb":
+            hint = " (rdflib's BerkeleyDB store needs the berkeleydb module: pip install berkeleydb)"
+        raise SpaseqError(f"no rdflib store plugin named {name!r}{hint}; installed: {', '.join(known)}") \
+            from None
+    except ImportError as e:
+        raise SpaseqError(f"the rdflib store {name} cannot be used here: {e}") from None
+
+
+def _split(location: str) -> tuple[str, str]:
+    name, _, configuration = location.partition(":")
+    if not name:
+        raise SpaseqError("rdflib: needs a store name: rdflib:Memory, rdflib:Oxigraph:DIR, "
+                          "rdflib:BerkeleyDB:DIR, ...")
+    return name, configuration
+
+
+def _is_oxigraph(name: str) -> bool:
+    return name.lower() == "oxigraph"
+
+
+def open_location(location: str) -> RdflibKB:
+    """``STORE[:CONFIGURATION]`` -> an RdflibKB (see the module docstring)."""
+    name, configuration = _split(location)
+    if _is_oxigraph(name):
+        from oxrdflib import OxigraphStore
+        if not configuration:
+            return RdflibKB(Dataset(store=OxigraphStore()), description="rdflib Oxigraph store in memory")
+        if not os.path.isdir(configuration):
+            raise SpaseqError(f"no Oxigraph store at {configuration}")
+        try:
+            inner = ox.Store.read_only(configuration)
+        except OSError as e:
+            raise SpaseqError(f"cannot open the Oxigraph store at {configuration}: {e}") from None
+        return RdflibKB(Dataset(store=OxigraphStore(store=inner)),
+                        description=f"rdflib Oxigraph store at {configuration} (read-only)")
+    plugin_class = _store_plugin(name)
+    if name in ("Memory", "SimpleMemory"):
+        dataset = Dataset(store=name)
+        if configuration:
+            graph, path = split_graph_spec(configuration)
+            load_rdflib_file(dataset, path, graph)
+        return RdflibKB(dataset, description=f"rdflib {name} store" +
+                        (f" loaded from {configuration}" if configuration else ""))
+    try:
+        store = plugin_class()
+    except ImportError as e:
+        raise SpaseqError(f"the rdflib store {name} cannot be used here: {e}") from None
+    dataset = Dataset(store=store)
+    _open(dataset, name, configuration, create=False)
+    return RdflibKB(dataset, description=f"rdflib {name} store at {configuration}", close_store=True)
+
+
+def _open(dataset: Dataset, name: str, configuration: str, create: bool) -> None:
+    from rdflib.store import CORRUPTED_STORE, NO_STORE
+    if not configuration:
+        raise SpaseqError(f"rdflib:{name} needs a location: rdflib:{name}:PATH")
+    if not create and not os.path.exists(configuration) and "://" not in configuration:
+        raise SpaseqError(f"no rdflib {name} store at {configuration}")
+    try:
+        status = dataset.open(configuration, create=create)
+    except Exception as e:
+        raise SpaseqError(f"cannot open the rdflib {name} store at {configuration}: "
+                          f"{type(e).__name__}: {e}") from None
+    if status == NO_STORE:
+        raise SpaseqError(f"no rdflib {name} store at {configuration}")
+    if status == CORRUPTED_STORE:
+        raise SpaseqError(f"the rdflib {name} store at {configuration} is corrupted")
+
+
+# -- loading (spaseq kb load) -----------------------------------------------------------
+
+def load_rdflib_file(dataset: Dataset, path: str, graph: str | None = None, progress=None) -> int:
+    """Read one RDF file into ``dataset``; the number of triples it held.
+
+    pyoxigraph parses it (the errors name file, line and column, as for Oxigraph
+    stores), all of it before anything is added, so a bad file adds nothing.
+    """
+    from ..kb_commands import RdfFileReader
+    reader = RdfFileReader(path, graph, progress, atomic=True)
+    quads = list(reader)
+    contexts: dict = {}
+    term_log = logging.getLogger("rdflib.term")
+    level = term_log.level
+    term_log.setLevel(logging.CRITICAL)         # rdflib logs a traceback per ill-typed literal
+    try:
+        rows = []
+        for q in quads:
+            context = contexts.get(q.graph_name)
+            if context is None:
+                name = DATASET_DEFAULT_GRAPH_ID if isinstance(q.graph_name, ox.DefaultGraph) else \
+                    ox_to_rdflib(q.graph_name)
+                context = contexts[q.graph_name] = dataset.get_context(name)
+            rows.append((ox_to_rdflib(q.subject), ox_to_rdflib(q.predicate), ox_to_rdflib(q.object), context))
+    finally:
+        term_log.setLevel(level)
+    dataset.addN(rows)
+    return reader.count
+
+
+class RdflibLoader:
+    """Writes files into a persistent rdflib store (``spaseq kb load --into rdflib:STORE:PATH``)."""
+
+    def __init__(self, name: str, configuration: str):
+        plugin_class = _store_plugin(name)
+        try:
+            store = plugin_class()
+        except ImportError as e:
+            raise SpaseqError(f"the rdflib store {name} cannot be used here: {e}") from None
+        self.dataset = Dataset(store=store)
+        self.description = f"rdflib {name} store at {configuration}"
+        _open(self.dataset, name, configuration, create=not os.path.exists(configuration))
+
+    def load(self, path: str, graph: str | None = None, progress=None) -> int:
+        return load_rdflib_file(self.dataset, path, graph, progress)
+
+    def close(self) -> None:
+        try:
+            self.dataset.commit()
+        except Exception:
+            pass
+        self.dataset.close()
+
+
+def open_for_load(location: str):
+    """A loader for ``spaseq kb load --into rdflib:LOCATION``: ``load(path, graph)``, ``close()``.
+
+    ``rdflib:Oxigraph:DIR`` is written directly with pyoxigraph (oxrdflib keeps its
+    data in a plain Oxigraph store), so it loads as fast as ``oxigraph:DIR``.
+    """
+    name, configuration = _split(location)
+    if _is_oxigraph(name):
+        if not configuration:
+            raise SpaseqError("rdflib:Oxigraph needs a directory to load into: rdflib:Oxigraph:DIR")
+        from ..kb_commands import OxigraphLoader
+        return OxigraphLoader(configuration)
+    if name in ("Memory", "SimpleMemory"):
+        raise SpaseqError(f"rdflib:{name} lives in memory: what it loads is gone when 'spaseq kb load' "
+                          "ends (load into oxigraph:DIR or rdflib:Oxigraph:DIR)")
+    return RdflibLoader(name, configuration)
+
+
+@hookimpl
+def spaseq_kb_stores():
+    from ..plugins import KbStore
+    return [KbStore("rdflib", open_location,
+                    "rdflib stores: 'rdflib:Memory[:FILE]', 'rdflib:Oxigraph[:DIR]' (oxrdflib, read-only), "
+                    "'rdflib:BerkeleyDB:DIR', any rdflib store plugin by name")]

@@ -1,0 +1,754 @@
+"""Live stream sources: standard input and TCP (semantics.md sections 1 and 10).
+
+Both read one continuous TriG or N-Quads text, exactly like a stream file
+(``streams/files.py``: one named graph is one event, its timestamp is
+``<graph> prov:generatedAtTime τ`` in the default graph, bad statements are
+rejected alone), but as it arrives:
+
+* **Format**: given (``stdin:trig``, ``stdin:nq``, ``tcp://h:p?format=nq``)
+  or sniffed from the first lines: a directive, a ``{`` or a line that is not
+  N-Quads means TriG; an N-Quads line with a graph name means N-Quads; plain
+  triples (valid in both) are read further (TriG when nothing decides).
+* **Lines**: text is handled a whole line at a time, so a sender must end
+  what it sends with a newline (``\\n``).
+* **When an event is complete**: as in a file, when the next graph starts;
+  and also whenever the sender pauses (no more bytes are waiting), so that
+  the last event sent does not wait for the next one.  A sender must
+  therefore send each event's graph block(s) and timestamp together: a
+  block of a graph that was already emitted is rejected.
+* **Positions** of rejected events are ``stdin:LINE`` and
+  ``tcp://HOST:PORT#N:LINE`` (N: the connection, 1 for the first); the line
+  counts from the start of that connection.  Each connection is a new text
+  (prefixes declared on one do not carry over to the next), but the
+  stream's order checks (duplicate or older times) go on across them.
+
+Standard input
+--------------
+``--stream S=-`` (format sniffed) or ``--stream S=stdin:trig`` /
+``stdin:nq``.  Standard input ends the stream at end of file.
+
+TCP
+---
+``tcp://HOST:PORT``: **spaseq is the client**: it connects to a server that
+sends events, as ``nc -l 5000 < events.trig`` or any program does.
+``tcp://HOST:PORT?listen=1``: spaseq listens (binds HOST:PORT, port 0 picks
+a free one) and reads the connections that producers open, one after the
+other; ``connections=N`` ends the stream after N of them.
+
+A client connection that closes (the server ended, crashed or the network
+dropped) is retried with exponential backoff: ``backoff`` seconds (0.5),
+doubled each attempt up to ``max_backoff`` (30), at most ``retries``
+attempts in a row (5; 0 ends the stream as soon as the connection closes).
+Each drop, retry and reconnection is reported (a ``report`` callback; by
+default a line on standard error, with the count so far).  The stream ends
+for good when the attempts run out; if no connection was ever made, that is
+an error (``SpaseqError``).
+
+Ending a live stream
+--------------------
+Besides the end of its input, a live source (stdin, TCP, MQTT) ends after
+``max_events`` accepted events or after ``idle_timeout`` seconds without
+input.  Both are options of the location (``tcp://h:p?max_events=100&
+idle_timeout=30``) and default to the run's ``max_events`` and
+``idle_timeout`` settings (``spaseq_configure``: the command line's
+``--max-events`` and ``--idle-timeout``).
+
+Options of a location's query string: ``format`` (trig, nq, auto),
+``max_events``, ``idle_timeout``, ``retries``, ``backoff``, ``max_backoff``,
+``connect_timeout``, and for TCP ``listen`` and ``connections``.  An unknown
+option is an error.
+"""
+
+from __future__ import annotations
+
+import itertools
+import queue
+import re
+import select
+import socket
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from urllib.parse import parse_qsl, unquote, urlsplit
+
+import pyoxigraph as ox
+
+from ..errors import EventError, SpaseqError
+from ..events import Event
+from ..hookspecs import hookimpl
+from .files import _Assembler, _check_order, _syntax_error, _TrigParser, _trig_statements, _Unit
+
+__all__ = [
+    "LiveOptions",
+    "LiveSource",
+    "Reconnecting",
+    "StdinSource",
+    "TcpSource",
+    "TextReader",
+    "backoff_delay",
+    "open_stdin",
+    "open_tcp",
+    "parse_format",
+    "sniff_format",
+]
+
+_READ_BYTES = 1 << 16
+_POLL = 0.2                     # how often blocked threads look at the stop flag
+_SNIFF_LIMIT = 1 << 16          # undecided after this many bytes: TriG
+_QUEUE_SIZE = 10_000            # items a producer may run ahead of the engine
+
+# The run's defaults for live sources, set by the spaseq_configure hook.
+_RUN_DEFAULTS: dict[str, object] = {}
+
+
+@hookimpl
+def spaseq_configure(config):
+    """Take ``max_events`` and ``idle_timeout`` (``--max-events``,
+    ``--idle-timeout``) as the defaults of every live source of the run."""
+    _RUN_DEFAULTS.clear()
+    for key in ("max_events", "idle_timeout"):
+        if config.get(key) is not None:
+            _RUN_DEFAULTS[key] = config[key]
+
+
+# --------------------------------------------------------------------------
+# Options
+# --------------------------------------------------------------------------
+
+@dataclass
+class LiveOptions:
+    """How a live source reads, retries and ends (see the module doc)."""
+
+    rdf_format: ox.RdfFormat | None = None      # None: sniffed
+    max_events: int | None = None
+    idle_timeout: float | None = None
+    retries: int = 5
+    backoff: float = 0.5
+    max_backoff: float = 30.0
+    connect_timeout: float = 10.0
+    report: Callable[[str], None] | None = None  # None: a line on stderr
+    extra: dict[str, str] = field(default_factory=dict)  # scheme-specific options
+
+    @classmethod
+    def from_query(cls, query: dict[str, str], where: str, extra_keys: Iterable[str] = ()) -> LiveOptions:
+        """Options from a location's query string (with the run's defaults)."""
+        options = cls(max_events=_RUN_DEFAULTS.get("max_events"),
+                      idle_timeout=_RUN_DEFAULTS.get("idle_timeout"))
+        extra_keys = set(extra_keys)
+        for raw_key, value in query.items():
+            key = raw_key.replace("-", "_")
+            try:
+                if key == "format":
+                    options.rdf_format = parse_format(value)
+                elif key == "max_events":
+                    options.max_events = _positive_int(value)
+                elif key == "idle_timeout":
+                    options.idle_timeout = _positive_float(value)
+                elif key == "retries":
+                    options.retries = int(value)
+                    if options.retries < 0:
+                        raise ValueError("must be 0 or more")
+                elif key in ("backoff", "max_backoff", "connect_timeout"):
+                    setattr(options, key, _positive_float(value))
+                elif key in extra_keys:
+                    options.extra[key] = value
+                else:
+                    known = sorted({"format", "max_events", "idle_timeout", "retries", "backoff",
+                                    "max_backoff", "connect_timeout"} | extra_keys)
+                    raise SpaseqError(f"{where}: unknown option {raw_key!r} (known: {', '.join(known)})")
+            except ValueError as e:
+                raise SpaseqError(f"{where}: option {raw_key}={value!r}: {e}") from None
+        if options.max_events is not None:
+            options.max_events = int(options.max_events)
+        if options.idle_timeout is not None:
+            options.idle_timeout = float(options.idle_timeout)
+        return options
+
+
+def _positive_int(text: str) -> int:
+    value = int(text)
+    if value < 1:
+        raise ValueError("must be 1 or more")
+    return value
+
+
+def _positive_float(text: str) -> float:
+    value = float(text)
+    if not value > 0 or value == float("inf"):
+        raise ValueError("must be a positive number of seconds")
+    return value
+
+
+_FORMAT_NAMES = {"trig": ox.RdfFormat.TRIG, "nq": ox.RdfFormat.N_QUADS, "nquads": ox.RdfFormat.N_QUADS,
+                 "n-quads": ox.RdfFormat.N_QUADS, "auto": None, "": None}
+
+
+def parse_format(name: str) -> ox.RdfFormat | None:
+    """``trig``, ``nq`` (``nquads``, ``n-quads``) or ``auto`` (None: sniff)."""
+    try:
+        return _FORMAT_NAMES[name.strip().lower()]
+    except KeyError:
+        raise ValueError("the format must be trig, nq or auto") from None
+
+
+def backoff_delay(attempt: int, initial: float, maximum: float) -> float:
+    """The wait before retry number ``attempt`` (1-based): initial, doubled, capped."""
+    return min(initial * 2 ** (attempt - 1), maximum)
+
+
+def split_location(scheme: str, location: str) -> tuple[str, int | None, str, dict[str, str]]:
+    """``//host:port/path?options`` (or ``host:port...``) -> host, port, path, options.
+
+    The path is everything between the first ``/`` after the address and the
+    ``?`` (percent-decoded), so that an MQTT topic may hold ``#`` and ``+``.
+    """
+    rest = location[2:] if location.startswith("//") else location
+    rest, _, query = rest.partition("?")
+    address, slash, path = rest.partition("/")
+    try:
+        parts = urlsplit("//" + address)
+        host, port = parts.hostname, parts.port
+    except ValueError as e:
+        raise SpaseqError(f"{scheme}://{rest}: bad address: {e}") from None
+    if not host:
+        raise SpaseqError(f"{scheme}://{rest}: no host (expected {scheme}://HOST:PORT...)")
+    options = dict(parse_qsl(query, keep_blank_values=True))
+    return host, port, unquote(path), options
+
+
+# --------------------------------------------------------------------------
+# Reading a TriG or N-Quads text chunk by chunk
+# --------------------------------------------------------------------------
+
+_TRIG_START = re.compile(rb"(?:@prefix|@base|(?i:prefix|base|graph))\b")
+
+
+def sniff_format(head: bytes, at_end: bool) -> ox.RdfFormat | None:
+    """The format of a text from its first complete lines, or ``None`` when
+    they do not tell yet (only comments and plain triples so far)."""
+    lines = head.split(b"\n")
+    if not at_end:
+        lines.pop()                                   # not complete yet
+    for raw in lines:
+        line = raw.strip()
+        if not line or line.startswith(b"#"):
+            continue
+        try:
+            quads = list(ox.parse(input=line, format=ox.RdfFormat.N_QUADS))
+        except SyntaxError:
+            return ox.RdfFormat.TRIG                  # prefixes, braces, Turtle syntax
+        if any(not isinstance(q.graph_name, ox.DefaultGraph) for q in quads):
+            return ox.RdfFormat.N_QUADS
+        if _TRIG_START.match(line):
+            return ox.RdfFormat.TRIG
+    if at_end or len(head) > _SNIFF_LIMIT:
+        return ox.RdfFormat.TRIG                      # TriG reads N-Triples too
+    return None
+
+
+def _nquads_units(chunks: Iterable[bytes], where: str) -> Iterator[_Unit | EventError]:
+    """One unit per N-Quads line of a text given chunk by chunk (complete
+    lines only; the lines of a chunk are parsed together when they can be)."""
+    buf = b""
+    number = 0
+
+    def parse(lines: list[tuple[int, bytes]]) -> Iterator[_Unit | EventError]:
+        if not lines:
+            return
+        try:
+            quads = list(ox.parse(input=b"".join(text for _, text in lines), format=ox.RdfFormat.N_QUADS))
+        except SyntaxError:
+            quads = None
+        if quads is not None and len(quads) == len(lines):
+            for (line, _), quad in zip(lines, quads):
+                yield _Unit(line, [quad])
+            return
+        for line, text in lines:
+            try:
+                yield _Unit(line, list(ox.parse(input=text, format=ox.RdfFormat.N_QUADS)))
+            except SyntaxError as error:
+                yield _syntax_error(error, where, line, 0, 0)
+
+    for chunk in itertools.chain(chunks, [b"\n"]):
+        buf += chunk
+        *complete, buf = buf.split(b"\n")
+        lines = []
+        for text in complete:
+            number += 1
+            stripped = text.strip()
+            if stripped and not stripped.startswith(b"#"):
+                lines.append((number, text + b"\n"))
+        yield from parse(lines)
+
+
+def _trig_units(chunks: Iterable[bytes], where: str, base: str | None) -> Iterator[_Unit | EventError]:
+    parser = _TrigParser(where)
+    if base:
+        parser.base = base
+    for statement in _trig_statements(chunks):
+        yield from parser.parse(statement)
+
+
+class TextReader:
+    """Events of one TriG or N-Quads text read as it arrives (standard input,
+    one TCP connection, one MQTT message), with the stream file rules.
+
+    :meth:`run` reads the chunks and passes each ``Event``/``EventError`` to
+    ``emit``.  The chunk iterator may call :meth:`idle` whenever it would
+    wait for more bytes: the event being read is then judged complete if
+    it has its timestamp (a later block of its graph will be rejected).
+    """
+
+    def __init__(self, where: str, stream: str, rdf_format: ox.RdfFormat | None = None,
+                 base: str | None = None):
+        self.where = where
+        self.stream = stream
+        self.rdf_format = rdf_format
+        self.base = base
+        self._assembler: _Assembler | None = None
+        self._emit: Callable[[Event | EventError], None] | None = None
+
+    def run(self, chunks: Iterable[bytes], emit: Callable[[Event | EventError], None]) -> None:
+        chunks = iter(chunks)
+        self._emit = emit
+        rdf_format, head = self.rdf_format, b""
+        if rdf_format is None:
+            for chunk in chunks:
+                head += chunk
+                rdf_format = sniff_format(head, at_end=False)
+                if rdf_format is not None:
+                    break
+            else:
+                rdf_format = sniff_format(head, at_end=True)
+        text = itertools.chain([head], chunks)
+        if rdf_format == ox.RdfFormat.N_QUADS:
+            units = _nquads_units(text, self.where)
+        else:
+            units = _trig_units(text, self.where, self.base)
+        assembler = self._assembler = _Assembler(self.where, self.stream)
+        for unit in units:
+            out = assembler.error(unit) if isinstance(unit, EventError) else assembler.feed(unit)
+            for item in out:
+                emit(item)
+        for item in assembler.finish():
+            emit(item)
+        self._assembler = None
+
+    def idle(self) -> None:
+        """The sender paused: the graph being read is complete."""
+        assembler = self._assembler
+        if assembler is None or self._emit is None:
+            return
+        assembler.current = assembler.pending = None
+        assembler._flush()
+        for item in assembler._drain():
+            self._emit(item)
+
+
+def read_text(data: bytes | Iterable[bytes], where: str, stream: str,
+              rdf_format: ox.RdfFormat | None = None, base: str | None = None) -> list[Event | EventError]:
+    """The events of a whole TriG or N-Quads text (a message, a string)."""
+    out: list[Event | EventError] = []
+    TextReader(where, stream, rdf_format, base).run([data] if isinstance(data, bytes) else data, out.append)
+    return out
+
+
+# --------------------------------------------------------------------------
+# Live sources: a producer thread, a queue, limits
+# --------------------------------------------------------------------------
+
+def _stderr_report(message: str) -> None:
+    print(f"spaseq: {message}", file=sys.stderr, flush=True)
+
+
+class Reconnecting:
+    """What the live sources and the MQTT sink share: a name, options, a stop
+    flag, reports, and the bookkeeping of drops and bounded retries."""
+
+    def __init__(self, name: str, options: LiveOptions):
+        self.name = name
+        self.options = options
+        self.reconnects = 0                     # successful reconnections
+        self.failures = 0                       # connections lost or attempts failed
+        self.ended_because: str | None = None
+        self.connected = threading.Event()      # set once the first connection is up
+        self._stop = threading.Event()
+
+    @property
+    def stopping(self) -> bool:
+        return self._stop.is_set()
+
+    def report(self, message: str) -> None:
+        (self.options.report or _stderr_report)(f"{self.name}: {message}")
+
+    def _end(self, why: str) -> None:
+        self.ended_because = why
+        self.report(why)
+
+    def failed(self, attempts: int, reason: str, ever_connected: bool) -> float | None:
+        """After a drop or a failed attempt (``attempts`` in a row): report it
+        and return the wait before the next attempt, or ``None`` to give up.
+        Raises ``SpaseqError`` when giving up without ever having connected."""
+        options = self.options
+        self.failures += 1
+        retries = options.retries
+        if attempts > retries:
+            plural = "y" if retries == 1 else "ies"
+            if not ever_connected:
+                raise SpaseqError(f"{self.name}: {reason}" + (f" (gave up after {retries} retr{plural})"
+                                                              if retries else ""))
+            if retries == 0:
+                self._end(f"{reason}: ending (retries=0)")
+            else:
+                self._end(f"{reason}; giving up after {retries} retr{plural} "
+                          f"({_count(self.reconnects, 'reconnect')} so far)")
+            return None
+        delay = backoff_delay(attempts, options.backoff, options.max_backoff)
+        self.report(f"{reason}; retrying in {delay:.3g} s (attempt {attempts} of {retries}, "
+                    f"{_count(self.failures, 'failure')} so far)")
+        return delay
+
+    def reconnected(self) -> None:
+        self.reconnects += 1
+        self.report(f"reconnected ({_count(self.reconnects, 'reconnect')} so far)")
+
+
+def _count(n: int, word: str) -> str:
+    return f"{n} {word}{'' if n == 1 else 's'}"
+
+
+class LiveSource(Reconnecting):
+    """An iterator of ``Event | EventError`` fed by a producer thread.
+
+    Iterating starts the thread; the iteration ends at the end of the input,
+    after ``max_events`` accepted events, after ``idle_timeout`` seconds
+    without input, or when :meth:`close` is called.  Counters: ``events``,
+    ``rejected``, ``reconnects`` (successful reconnections), ``failures``
+    (connections lost or attempts failed).
+    """
+
+    def __init__(self, name: str, stream: str, options: LiveOptions):
+        super().__init__(name, options)
+        self.stream = stream
+        self.events = 0
+        self.rejected = 0
+        self._queue: queue.Queue = queue.Queue(maxsize=_QUEUE_SIZE)
+        self._thread: threading.Thread | None = None
+        self._items: Iterator | None = None
+
+    # -- the consumer side ------------------------------------------------
+
+    def __iter__(self) -> LiveSource:
+        return self
+
+    def __next__(self) -> Event | EventError:
+        if self._items is None:
+            self._items = self._iterate()
+        return next(self._items)
+
+    def start(self) -> None:
+        """Start reading now (iteration starts it otherwise)."""
+        if self._thread is None:
+            self._thread = threading.Thread(target=self._run_producer, name=f"spaseq {self.name}",
+                                            daemon=True)
+            self._thread.start()
+
+    def close(self) -> None:
+        """Stop reading (the producer thread ends within a fraction of a second)."""
+        self._stop.set()
+        self._closing()
+
+    def _iterate(self) -> Iterator[Event | EventError]:
+        self.start()
+        limit = self.options.max_events
+        try:
+            for item in _check_order(self._received()):
+                if isinstance(item, EventError):
+                    self.rejected += 1
+                else:
+                    self.events += 1
+                yield item
+                if limit is not None and self.events >= limit:
+                    self._end(f"{_count(self.events, 'event')} read (max_events): ending")
+                    return
+        finally:
+            self.close()
+
+    def _received(self) -> Iterator[Event | EventError]:
+        idle = self.options.idle_timeout
+        last = time.monotonic()
+        while True:
+            wait = _POLL if idle is None else max(0.0, min(_POLL, last + idle - time.monotonic()))
+            try:
+                kind, value = self._queue.get(timeout=wait)
+            except queue.Empty:
+                if idle is not None and time.monotonic() - last >= idle:
+                    self._end(f"no input for {idle:g} s (idle_timeout): ending")
+                    return
+                continue
+            if kind == "item":
+                last = time.monotonic()
+                yield value
+            elif kind == "end":
+                return
+            else:
+                raise value
+
+    # -- the producer side --------------------------------------------------
+
+    def emit(self, item: Event | EventError) -> None:
+        """Pass an item to the consumer (waits while the queue is full)."""
+        self._put(("item", item))
+
+    def _put(self, message) -> None:
+        while not self._stop.is_set():
+            try:
+                self._queue.put(message, timeout=_POLL)
+                return
+            except queue.Full:
+                continue
+
+    def _run_producer(self) -> None:
+        try:
+            self.produce()
+        except BaseException as error:          # handed to the consumer, raised there
+            self._put(("error", error))
+        else:
+            self._put(("end", None))
+
+    def produce(self) -> None:
+        """Read the input, calling :meth:`emit` for each item (in the thread)."""
+        raise NotImplementedError
+
+    def _closing(self) -> None:
+        """Release what the source holds (sockets); called by :meth:`close`."""
+
+    def retry_or_give_up(self, attempts: int, reason: str, ever_connected: bool) -> bool:
+        """:meth:`failed`, then wait the backoff: whether to try again."""
+        delay = self.failed(attempts, reason, ever_connected)
+        return delay is not None and not self._stop.wait(delay)
+
+
+# --------------------------------------------------------------------------
+# Standard input
+# --------------------------------------------------------------------------
+
+class StdinSource(LiveSource):
+    """Events read from standard input (or any binary file object)."""
+
+    def __init__(self, stream: str, options: LiveOptions, fileobj=None, name: str = "stdin"):
+        super().__init__(name, stream, options)
+        self.fileobj = fileobj
+
+    def produce(self) -> None:
+        f = self.fileobj if self.fileobj is not None else sys.stdin.buffer
+        reader = TextReader(self.name, self.stream, self.options.rdf_format,
+                            base=Path.cwd().as_uri() + "/")
+        try:
+            fd = f.fileno()
+        except (AttributeError, OSError, ValueError):
+            fd = None
+        read = getattr(f, "read1", None) or f.read
+
+        def chunks() -> Iterator[bytes]:
+            self.connected.set()
+            while not self.stopping:
+                if fd is not None:
+                    try:
+                        waiting = select.select([fd], [], [], 0)[0]
+                    except (OSError, ValueError):
+                        waiting = True
+                    if not waiting:
+                        reader.idle()
+                data = read(_READ_BYTES)
+                if not data:
+                    return
+                yield data
+
+        reader.run(chunks(), self.emit)
+
+
+def open_stdin(location: str, stream: str, *, fileobj=None, report=None) -> StdinSource:
+    """``-`` or ``stdin:FORMAT[?options]`` -> a source reading standard input."""
+    fmt, _, query = location.partition("?")
+    options = LiveOptions.from_query(dict(parse_qsl(query, keep_blank_values=True)), "stdin")
+    if fmt:
+        try:
+            options.rdf_format = parse_format(fmt)
+        except ValueError as e:
+            raise SpaseqError(f"stdin:{fmt}: {e}") from None
+    if report is not None:
+        options.report = report
+    return StdinSource(stream, options, fileobj)
+
+
+# --------------------------------------------------------------------------
+# TCP
+# --------------------------------------------------------------------------
+
+class TcpSource(LiveSource):
+    """Events read from TCP connections (client by default, or listening)."""
+
+    def __init__(self, host: str, port: int, stream: str, options: LiveOptions,
+                 listen: bool = False, connections: int | None = None):
+        super().__init__(f"tcp://{_show_host(host)}:{port}", stream, options)
+        self.host, self.port = host, port
+        self.listen = listen
+        self.connections = connections
+        self.connection_count = 0
+        self._socket: socket.socket | None = None
+        self._server: socket.socket | None = None
+        if listen:
+            try:
+                self._server = socket.create_server((host, port))
+            except OSError as e:
+                raise SpaseqError(f"{self.name}: cannot listen: {e.strerror or e}") from None
+            self._server.settimeout(_POLL)
+            self.port = self._server.getsockname()[1]
+            self.name = f"tcp://{_show_host(host)}:{self.port}"
+
+    @property
+    def address(self) -> tuple[str, int]:
+        return self.host, self.port
+
+    def produce(self) -> None:
+        if self.listen:
+            self._serve()
+        else:
+            self._connect_loop()
+
+    def _connect_loop(self) -> None:
+        attempts = 0
+        ever = False
+        while not self.stopping:
+            try:
+                sock = socket.create_connection((self.host, self.port), timeout=self.options.connect_timeout)
+            except OSError as e:
+                reason = f"cannot connect: {_why(e)}"
+            else:
+                if ever:
+                    self.reconnected()
+                ever = True
+                self.connected.set()
+                got, reason = self._read_connection(sock)
+                if self.stopping:
+                    return
+                if got:
+                    attempts = 0
+            attempts += 1
+            if not self.retry_or_give_up(attempts, reason, ever):
+                return
+
+    def _serve(self) -> None:
+        server = self._server
+        self.connected.set()
+        while not self.stopping:
+            try:
+                sock, peer = server.accept()
+            except TimeoutError:
+                continue
+            except OSError:
+                if self.stopping:
+                    return
+                raise
+            self.report(f"connection {self.connection_count + 1} from {peer[0]}:{peer[1]}")
+            got, reason = self._read_connection(sock)
+            if self.stopping:
+                return
+            self.report(f"connection {self.connection_count}: {reason}")
+            if self.connections is not None and self.connection_count >= self.connections:
+                self._end(f"{self.connection_count} connection(s) read (connections): ending")
+                return
+
+    def _read_connection(self, sock: socket.socket) -> tuple[bool, str]:
+        """Read one connection to its end: (whether it sent bytes, why it ended)."""
+        self.connection_count += 1
+        where = f"{self.name}#{self.connection_count}"
+        reader = TextReader(where, self.stream, self.options.rdf_format, base=self.name + "/")
+        state = {"got": False, "error": None}
+        self._socket = sock
+
+        def chunks() -> Iterator[bytes]:
+            while not self.stopping:
+                try:
+                    if not select.select([sock], [], [], 0)[0]:
+                        reader.idle()
+                        while not self.stopping and not select.select([sock], [], [], _POLL)[0]:
+                            pass
+                        if self.stopping:
+                            return
+                    data = sock.recv(_READ_BYTES)
+                except (OSError, ValueError) as e:
+                    state["error"] = e
+                    return
+                if not data:
+                    return
+                state["got"] = True
+                yield data
+
+        try:
+            sock.settimeout(None)
+            reader.run(chunks(), self.emit)
+        finally:
+            self._socket = None
+            try:
+                sock.close()
+            except OSError:
+                pass
+        if state["error"] is not None and not self.stopping:
+            return state["got"], f"connection lost: {_why(state['error'])}"
+        return state["got"], "connection closed by the other side"
+
+    def _closing(self) -> None:
+        for sock in (self._server, self._socket):
+            if sock is not None:
+                try:
+                    sock.close()
+                except OSError:
+                    pass
+
+
+def _show_host(host: str) -> str:
+    return f"[{host}]" if ":" in host else host
+
+
+def _why(error: BaseException) -> str:
+    if isinstance(error, OSError) and error.strerror:
+        return error.strerror
+    return str(error) or type(error).__name__
+
+
+def open_tcp(location: str, stream: str, *, report=None) -> TcpSource:
+    """``//HOST:PORT[?options]`` (the part after ``tcp:``) -> a TCP source."""
+    host, port, path, query = split_location("tcp", location)
+    where = f"tcp://{_show_host(host)}:{port}"
+    if port is None:
+        raise SpaseqError(f"{where}: no port (expected tcp://HOST:PORT)")
+    options = LiveOptions.from_query(query, where, extra_keys=("listen", "connections"))
+    if report is not None:
+        options.report = report
+    listen = options.extra.pop("listen", "0").lower() not in ("0", "no", "false")
+    connections = options.extra.pop("connections", None)
+    try:
+        connections = _positive_int(connections) if connections is not None else None
+    except ValueError as e:
+        raise SpaseqError(f"{where}: option connections: {e}") from None
+    if connections is not None and not listen:
+        raise SpaseqError(f"{where}: connections= is for listen=1")
+    return TcpSource(host, port, stream, options, listen=listen, connections=connections)
+
+
+@hookimpl
+def spaseq_stream_sources():
+    from ..plugins import StreamSource
+    return [
+        StreamSource("stdin", open_stdin,
+                     "standard input (--stream S=- or S=stdin:trig / stdin:nq): TriG or N-Quads, "
+                     "format sniffed unless given"),
+        StreamSource("tcp", open_tcp,
+                     "tcp://HOST:PORT: TriG or N-Quads lines from a server (or ?listen=1: from "
+                     "clients); reconnects with backoff"),
+    ]
