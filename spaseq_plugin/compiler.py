@@ -12,7 +12,7 @@ from rdflib.term import BNode, URIRef, Variable
 
 from .errors import QueryError
 from .events import Time
-from .gpm import GpmPattern, analyse_gpm
+from .gpm import GpmPattern, analyse_gpm, placement_pattern
 from .nfa import CONJUNCTION, DISJUNCTION, SINGLE, AtomMatcher, Automaton, Edge, State
 from .parser import parse_query
 from .rdflib_terms import prepare_sparql, rdflib_to_ox, unalias
@@ -29,6 +29,7 @@ class CompiledQuery:
     gpms: dict[str, GpmPattern]
     automaton: Automaton
     positive: list[GpmPattern]           # GPMs of positive atoms, in SEQ order, distinct
+    placement: list[GpmPattern]          # PARTITION BY: what places events (gpm.placement_pattern)
     kleene_local: dict[int, frozenset[str]]   # SEQ index of a Kleene atom -> its local variables
     projection: list[str | Aggregate]    # what SELECT shows (``*`` expanded); [] for CONSTRUCT
     stream_iris: dict[str, str]          # alias -> IRI
@@ -99,7 +100,8 @@ def compile_parsed(query: Query) -> CompiledQuery:
     if query.window is None:
         warnings.append("no WITHIN window: runs live until the input ends")
     template = _construct_template(query) if query.construct is not None else None
-    return CompiledQuery(query, gpms, automaton, positive, kleene_local, projection,
+    placement = [placement_pattern(g) for g in positive] if query.partition_by else []
+    return CompiledQuery(query, gpms, automaton, positive, placement, kleene_local, projection,
                          {a: s.iri for a, s in query.streams.items()}, template, warnings)
 
 

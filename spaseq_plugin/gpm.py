@@ -195,3 +195,42 @@ class _VariableWalker:
         for key, value in expr.items():
             if not key.startswith("_"):
                 self.expression(value, record_filter)
+
+
+def placement_pattern(gpm: GpmPattern) -> GpmPattern:
+    """The GPM that places events into PARTITION BY sub-streams.
+
+    An event belongs to key k when a GPM binds the partition variables to k
+    on it (semantics.md section 8).  A FILTER that reads another GPM's
+    variable (``FILTER(?b > ?a)``) cannot be judged on the event alone, and
+    it does not bind anything: the placement pattern is the GPM without
+    such top-level FILTER conjuncts, so the event of B is in the sub-stream
+    whatever the run it may extend.
+    """
+    from rdflib.plugins.sparql.algebra import Filter, Project, translateAlgebra
+    from rdflib.plugins.sparql.operators import and_
+    from rdflib.plugins.sparql.sparql import Prologue, Query as RdflibQuery
+
+    from .filters import conjuncts, variables
+
+    node = gpm.algebra
+    if not (isinstance(node, CompValue) and node.name == "Filter"):
+        return gpm
+    parts = conjuncts(node.expr)
+    kept = [c for c in parts if variables(c) <= gpm.bindable]
+    if len(kept) == len(parts):
+        return gpm
+    pattern = node.p if not kept else Filter(and_(*kept) if len(kept) > 1 else kept[0], node.p)
+    projected = [Variable(v) for v in sorted(gpm.bindable)]
+    try:
+        text = translateAlgebra(RdflibQuery(Prologue(), CompValue("SelectQuery", p=Project(pattern, projected),
+                                                                   PV=projected, datasetClause=None)))
+        body = text[text.index("{") + 1:text.rindex("}")]
+        ox.Store().query("SELECT * WHERE {" + body + "}")
+    except Exception:      # rdflib cannot write this pattern back: keep the whole GPM
+        return gpm
+    return GpmPattern(
+        name=gpm.name + " (placement)", streams=gpm.streams, body=body, prologue="", pos=gpm.pos,
+        mentioned=gpm.mentioned, bindable=gpm.bindable,
+        filter_vars={v: None for c in kept for v in variables(c)}, kb_graphs=gpm.kb_graphs,
+        kb_graph_var=gpm.kb_graph_var, algebra=pattern, size=gpm.size)

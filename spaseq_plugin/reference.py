@@ -149,7 +149,7 @@ class _Reference:
         out: dict[tuple, list[Event]] = {}
         for event in events:
             keys: list[tuple] = []
-            for gpm in self.q.positive:
+            for gpm in self.q.placement:
                 if event.stream not in gpm.streams:
                     continue
                 for s in self._eval(gpm, event, {}):

@@ -441,7 +441,7 @@ class Runtime:
 
     def _partition_keys(self, event: Event) -> set[tuple]:
         keys = set()
-        for gpm in self.q.positive:
+        for gpm in self.q.placement:
             if event.stream not in gpm.streams:
                 continue
             for s in self._evaluate(gpm, event, {}, True):

@@ -168,3 +168,16 @@ def test_datetime_timestamps_print_as_iso(tmp_path):
     from spaseq_plugin.events import format_time
     assert format_time(1577836800, True) == "2020-01-01T00:00:00Z"
     assert format_time(1577836800.5, True) == "2020-01-01T00:00:00.500000Z"
+
+
+def test_partition_places_events_whatever_filters_on_other_gpms_say():
+    # B's FILTER reads ?a (A's): it cannot judge an event alone, so it does not
+    # keep B's events out of the sub-stream; with one key, PARTITION BY changes nothing
+    text = ("SELECT ?v ?a ?b WITHIN 1 HOUR {part} FROM STREAM S <http://example.org/s> WHERE {{ SEQ (A , B) "
+            "DEFINE GPM A ON S {{ ?v :speed ?a . FILTER (?a < 3) }} "
+            "DEFINE GPM B ON S {{ ?v :speed ?b . FILTER (?b > ?a) }} }}")
+    events = [event("s", 1, ":boat :speed 1 ."), event("s", 2, ":boat :speed 9 ."), event("s", 3, ":boat :speed 2 .")]
+    expected = [(2, (("a", '"1"^^<http://www.w3.org/2001/XMLSchema#integer>'),
+                     ("b", '"9"^^<http://www.w3.org/2001/XMLSchema#integer>'), ("v", ":boat")))]
+    assert run(text.format(part=""), events) == expected
+    assert run(text.format(part="PARTITION BY ?v"), events) == expected
