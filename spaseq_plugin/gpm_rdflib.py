@@ -119,6 +119,8 @@ class _Canonical:
 class RdflibEvaluator:
     """Evaluates any GPM with rdflib's SPARQL engine (see the module docstring)."""
 
+    batches_mappings = True      # one query answers many runs' mappings: the runtime prefetches
+
     def __init__(self, kb: KnowledgeBase | None = None):
         self._kb = kb
         self._dataset: Dataset | None = None      # built on first use by a GRAPH GPM

@@ -829,10 +829,7 @@ def vessel_kb(size: int = 1_000, seed: int = 6) -> KnowledgeBase:
 def q6_trajectory(strategy: str = ",", window: int = 1800) -> str:
     """Paper Query 6 (trajectory classification), per vessel: leaves the
     harbour, speeds up on one heading (Kleene+), stops in the fishing area;
-    names from the KB.  ``!BOUND(?s1) ||`` only matters for PARTITION BY:
-    an event joins a vessel's sub-stream when some GPM, evaluated on it
-    alone, binds ``?vessel``, and B alone has no ``?s1`` (docs/language.md
-    7.7); in a run ``?s1`` is always bound."""
+    names from the KB."""
     s = _strategy(strategy)
     return f"""PREFIX pred: <{PRED}>
 PREFIX db: <{HARBOUR_DB}>
@@ -848,7 +845,7 @@ WHERE {{
   }}
   DEFINE GPM B ON S1 {{
     ?vessel pred:speed ?s2 ; pred:location ?l ; pred:direction ?dir1 .
-    FILTER (!BOUND(?s1) || ?s2 > ?s1)
+    FILTER (?s2 > ?s1)
   }}
   DEFINE GPM C ON S1 {{
     ?vessel pred:speed 0 ; pred:location "fishingarea" ; pred:direction ?dir3 .

@@ -1,0 +1,293 @@
+"""``spaseq bench``, its workloads and the rdflib baseline evaluator.
+
+No timing is asserted: these check that the bench runs end to end, that
+every evaluator gives the same results on every workload, that the data
+generators are deterministic and that every workload query compiles and
+matches.
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+import importlib
+import io
+import json
+import sys
+
+import pyoxigraph as ox
+import pytest
+
+from spaseq_plugin import Engine, Event, compile_query
+from spaseq_plugin import bench
+from spaseq_plugin.gpm_oxigraph import OxigraphEvaluator
+from spaseq_plugin.gpm_rdflib import RdflibEvaluator
+from spaseq_plugin.workloads import (
+    WORKLOADS, card_kb, company_kb, credit_events, smarthome_events, stock_events, traffic_events,
+    vessel_events, vessel_kb, write_nquads, write_trig,
+)
+
+from shared_paths import CASES
+
+
+def _args(*argv: str) -> argparse.Namespace:
+    parser = argparse.ArgumentParser(prog="spaseq")
+    bench.add_bench_parser(parser.add_subparsers(dest="command"))
+    return parser.parse_args(["bench", *argv])
+
+
+def _spectra_available() -> bool:
+    return bench.evaluator_problem("spectra") is None
+
+
+def _results(query, events, evaluator: str, kb=None) -> collections.Counter:
+    engine = Engine(query, kb=kb, evaluator=bench.make_evaluator(evaluator, kb))
+    return collections.Counter(bench.canonical_result(r) for r in engine.run(events))
+
+
+# -- the command end to end ------------------------------------------------------
+
+def test_quick_bench_end_to_end(tmp_path, capsys):
+    """A --quick run in fresh processes: table, JSON, results check, exit 0."""
+    out = tmp_path / "bench.json"
+    status = bench.run_bench(_args("--quick", "-w", "stock-v", "--strategies", "next",
+                                   "--evaluators", "oxigraph,rdflib", "--rdflib-seconds", "3",
+                                   "--json", str(out), "-q"))
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    assert "parse-only" in printed and "oxigraph" in printed and "rdflib" in printed
+    assert "results check: 1/1" in printed
+    data = json.loads(out.read_text())
+    rows = {r["evaluator"]: r for r in data["results"]}
+    assert set(rows) == {"oxigraph", "rdflib"}
+    assert rows["oxigraph"]["events"] == 150 and rows["oxigraph"]["matches"] > 0
+    assert rows["oxigraph"]["rss_mb"] is not None            # measured in a fresh process
+    assert rows["rdflib"]["events"] <= 100
+    assert all(c["equal"] for c in data["checks"])
+    assert data["parse"][0]["events"] == 150
+
+
+def test_quick_bench_inline_every_strategy_without_matplotlib(monkeypatch, tmp_path, capsys):
+    """--inline, skip-till-any clamped to a small window, --plot without matplotlib."""
+    monkeypatch.setitem(sys.modules, "matplotlib", None)       # import matplotlib -> ImportError
+    status = bench.run_bench(_args("--quick", "--inline", "-w", "vessels", "--events", "60",
+                                   "--strategies", "strict,next,any", "--evaluators", "oxigraph,rdflib",
+                                   "--rdflib-seconds", "3", "--plot", str(tmp_path / "charts"), "-q"))
+    captured = capsys.readouterr()
+    assert status == 0, captured.out
+    assert "--plot needs matplotlib" in captured.err
+    assert " SC " in captured.out and " STN " in captured.out and " STA " in captured.out
+    assert "results check: 3/3" in captured.out
+
+
+def test_bench_fails_loudly_when_evaluators_disagree(monkeypatch, capsys):
+    class Forgetful(OxigraphEvaluator):
+        """Sees nothing in events at odd times."""
+        def evaluate(self, gpm, event, mappings):
+            if event.time % 2:
+                return [[] for _ in mappings]
+            return super().evaluate(gpm, event, mappings)
+
+    real = bench.make_evaluator
+    monkeypatch.setattr(bench, "make_evaluator",
+                        lambda name, kb: Forgetful(kb) if name == "rdflib" else real(name, kb))
+    status = bench.run_bench(_args("--quick", "--inline", "-w", "stock-v", "--strategies", "next",
+                                   "--evaluators", "oxigraph,rdflib", "--no-parse", "-q"))
+    out = capsys.readouterr().out
+    assert status == 1
+    assert "RESULTS DIFFER" in out and "only oxigraph" in out and "MISMATCH" in out
+
+
+def test_bad_arguments_exit_2(capsys):
+    assert bench.run_bench(_args("-w", "nope")) == 2
+    assert bench.run_bench(_args("--strategies", "sideways")) == 2
+    assert bench.run_bench(_args("--windows", "5parsecs")) == 2
+    assert "unknown" in capsys.readouterr().err
+
+
+def test_option_parsing():
+    assert bench._parse_windows("60,5m,1h,0.5s") == [60, 300, 3600, 0.5]
+    assert bench._parse_strategies("strict,next") == [",", ";"]
+    assert bench._parse_strategies(";:") == [";", ":"]
+    assert bench._parse_strategies(",") == [","]
+    assert bench._parse_strategies("stn, sta") == [";", ":"]
+
+
+def test_missing_spectra_is_skipped_with_a_note(monkeypatch):
+    real_import = importlib.import_module
+
+    def fake_import(name, *args):
+        if name == "spaseq_plugin.gpm_spectra":
+            raise ModuleNotFoundError(f"No module named {name!r}", name=name)
+        return real_import(name, *args)
+
+    monkeypatch.setattr(bench.importlib, "import_module", fake_import)
+    assert "does not exist yet" in bench.evaluator_problem("spectra")
+    plan = bench._plan(_args("--quick", "--evaluators", "spectra,oxigraph"))
+    assert plan.evaluators == ["oxigraph"]
+    assert any("skipping the spectra evaluator" in n for n in plan.notes)
+
+
+def test_histogram_quantiles():
+    h = bench._Histogram()
+    for ns in [1_000] * 98 + [1_000_000] * 2:
+        h.add(ns)
+    assert h.quantile(0.5) == pytest.approx(1.0, rel=0.03)           # microseconds
+    assert h.quantile(0.99) == pytest.approx(1000.0, rel=0.03)
+
+
+# -- every evaluator gives the same results on every workload ------------------
+
+# enough events for each workload to have matches
+_SCALE = {"smartgrid": 1500, "traffic": 400}
+
+
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_evaluators_agree_on_workload(name):
+    w = WORKLOADS[name]
+    kb = w.kb(2_000)
+    events = list(w.events(_SCALE.get(name, 300)))
+    for strategy in (",", ";"):
+        query = compile_query(w.query(strategy, w.windows[0]))
+        oxigraph = _results(query, events, "oxigraph", kb)
+        if _spectra_available():
+            assert _results(query, events, "spectra", kb) == oxigraph, f"{name} {strategy}: spectra"
+        # rdflib is slow: compare on the last events, where matches are
+        tail = events[-(15 if name == "credit" else 40):]
+        assert _results(query, tail, "rdflib", kb) == _results(query, tail, "oxigraph", kb), \
+            f"{name} {strategy}: rdflib"
+
+
+# -- the rdflib evaluator is OxigraphEvaluator's twin -----------------------------
+
+_ACCEPTANCE = sorted(p for p in CASES.iterdir() if (p / "case.json").exists()) if CASES.is_dir() else []
+
+
+@pytest.mark.skipif(not _ACCEPTANCE, reason="../shared/acceptance is absent")
+@pytest.mark.parametrize("case", _ACCEPTANCE, ids=lambda p: p.name)
+def test_rdflib_evaluator_on_acceptance_cases(case):
+    from spaseq_plugin import KnowledgeBase, QueryError
+    from spaseq_plugin.streams.files import merge_streams, open_stream
+    spec = json.loads((case / "case.json").read_text())
+    try:
+        compiled = compile_query((case / spec["query"]).read_text())
+    except QueryError:
+        pytest.skip("a query error case")
+    out = {}
+    for name in ("oxigraph", "rdflib"):
+        kb = KnowledgeBase.from_specs([str(case / spec["kb"])]) if spec.get("kb") else None
+        items = merge_streams([open_stream(str(case / path), compiled.stream_iris[alias])
+                               for alias, path in spec["streams"].items()])
+        out[name] = _results(compiled, items, name, kb)
+    assert out["rdflib"] == out["oxigraph"]
+    assert sum(out["oxigraph"].values()) == len(spec.get("expected", []))
+
+
+def test_rdflib_evaluator_blank_nodes_graph_var_and_literal_forms():
+    """Blank nodes through VALUES, GRAPH ?g over the KB's named graphs only,
+    OPTIONAL, and non-canonical literals come out as Oxigraph gives them."""
+    from spaseq_plugin.stores.oxigraph import OxigraphKB
+    ex = "http://example/"
+    xsd = "http://www.w3.org/2001/XMLSchema#"
+    q = compile_query(f"""PREFIX : <{ex}>
+SELECT * WITHIN 10 SECONDS FROM STREAM S <http://s> WHERE {{ SEQ (A ; B)
+DEFINE GPM A ON S {{ ?x :p ?v . OPTIONAL {{ ?x :q ?w }} GRAPH ?g {{ ?x :owner ?o }} }}
+DEFINE GPM B ON S {{ ?y :p ?v2 ; :r ?b . FILTER (?v2 > ?v) }} }}""")
+    kb = OxigraphKB()
+    kb.store.add(ox.Quad(ox.NamedNode(ex + "a"), ox.NamedNode(ex + "owner"), ox.Literal("joe"), ox.NamedNode("http://kb1")))
+    kb.store.add(ox.Quad(ox.NamedNode(ex + "a"), ox.NamedNode(ex + "owner"), ox.Literal("bob"), ox.DefaultGraph()))
+    n = lambda s: ox.NamedNode(ex + s)                                           # noqa: E731
+    integer = lambda v: ox.Literal(v, datatype=ox.NamedNode(xsd + "integer"))    # noqa: E731
+    blank = ox.BlankNode("b1")
+    events = [
+        Event("http://s", 1, (ox.Triple(n("a"), n("p"), integer("1")), ox.Triple(n("a"), n("owner"), ox.Literal("evt")))),
+        Event("http://s", 2, (ox.Triple(blank, n("p"), integer("02")), ox.Triple(blank, n("r"), ox.BlankNode("c")))),
+        Event("http://s", 3, (ox.Triple(n("z"), n("p"), ox.Literal("007.50", datatype=ox.NamedNode(xsd + "decimal"))),
+                              ox.Triple(n("z"), n("r"), ox.Literal("x", language="en")))),
+    ]
+    a, b = q.gpms["A"], q.gpms["B"]
+    ox_eval, rd_eval = OxigraphEvaluator(kb), RdflibEvaluator(kb)
+    first = ox_eval.evaluate(a, events[0], [{}])
+    assert first == rd_eval.evaluate(a, events[0], [{}])
+    assert [s["o"].value for s in first[0]] == ["joe"]                         # not the event's, not the default graph's
+    mappings = [{"v": s["v"]} for s in first[0]] + [{}, {"y": blank}]
+    for event in events[1:]:
+        assert ox_eval.evaluate(b, event, mappings) == rd_eval.evaluate(b, event, mappings)
+    assert rd_eval.evaluate(b, events[1], mappings)[0][0]["y"] == blank
+    assert _results(q, events, "rdflib", kb) == _results(q, events, "oxigraph", kb)
+
+
+# -- workloads ------------------------------------------------------------------
+
+def _text(events, trig=True) -> str:
+    buffer = io.StringIO()
+    (write_trig if trig else write_nquads)(events, buffer)
+    return buffer.getvalue()
+
+
+@pytest.mark.parametrize("make", [
+    lambda: stock_events(300, companies=7, sectors=2, seed=4),
+    lambda: credit_events(300),
+    lambda: vessel_events(300),
+    lambda: smarthome_events(300, real=False),
+    lambda: traffic_events(300, real=False),
+], ids=["stock", "credit", "vessels", "smarthome", "traffic"])
+def test_generators_are_deterministic(make):
+    first, second = _text(make()), _text(make(), trig=False)
+    assert first.count("generatedAtTime") == 300
+    assert _text(make()) == first
+    assert _text(make(), trig=False) == second
+
+
+def test_generators_differ_by_seed_and_have_the_paper_shape():
+    assert _text(stock_events(50, seed=1)) != _text(stock_events(50, seed=2))
+    events = list(stock_events(100))
+    assert all(len(e.triples) == 6 for e in events)
+    assert [e.time for e in events] == list(range(100))
+    assert all(len(e.triples) == 2 for e in credit_events(50))
+
+
+@pytest.mark.parametrize("make, graph", [
+    (lambda size: company_kb(size), "http://stockmarket.org/db"),
+    (lambda size: card_kb(size), "http://creditcard.org/db"),
+    (lambda size: vessel_kb(size), "http://harbour.org/db"),
+])
+def test_kb_generators_have_the_asked_size(make, graph):
+    kb = make(10_000)
+    assert len(kb.store) == 10_000
+    assert kb.graph_names() == [graph]
+    assert sorted(map(str, make(10_000).store)) == sorted(map(str, kb.store))
+
+
+def test_written_stream_files_read_back(tmp_path):
+    from spaseq_plugin.workloads import open_source
+    w = WORKLOADS["smartgrid"]
+    info = w.prepare(200, tmp_path, kb_size=500)
+    read = [e for e in open_source(info["source"]) if isinstance(e, Event)]
+    made = list(w.events(200))
+
+    def key(events):        # simultaneous events of different streams may come in any order
+        return sorted((e.time, e.stream, sorted(map(str, e.triples))) for e in events)
+    assert key(read) == key(made)
+    assert [e.time for e in read] == sorted(e.time for e in read)
+    assert info["kb_triples"] == 500
+
+
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_every_workload_query_compiles(name):
+    w = WORKLOADS[name]
+    for strategy in (",", ";", ":"):
+        for window in w.windows:
+            compiled = compile_query(w.query(strategy, window))
+            assert not [m for m in compiled.warnings if "unbound" in m or "binds it" in m], compiled.warnings
+            assert compiled.window == window
+
+
+@pytest.mark.parametrize("name", sorted(WORKLOADS))
+def test_every_workload_matches_at_default_scale(name):
+    """The default strategy and middle window match on the default 5000 events."""
+    w = WORKLOADS[name]
+    engine = Engine(w.query(), kb=w.kb())
+    for _ in engine.run(w.events(5000)):
+        pass
+    assert engine.stats.matches > 0
