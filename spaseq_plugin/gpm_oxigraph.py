@@ -61,25 +61,42 @@ class OxigraphEvaluator:
         from .plugins import sparql_functions
         self._functions = sparql_functions() or None
         self._named_graphs = [ox.NamedNode(g) for g in kb.graph_names()] if shared is not None else []
-        self._event: Event | None = None
-        self._skolemised: Event | None = None
+        self._event: Event | None = None           # the event in _event_store
+        self._event_store = ox.Store()
+        self._filled: set = set()
+        self._kb_event: Event | None = None        # the event in the KB's store
+        self._kb_filled: set = set()
         self._texts: dict[tuple, str] = {}
 
-    def _load(self, event: Event, skolem: bool) -> ox.NamedNode:
-        """Put the event into the working store; the graph to query."""
-        if self._event is not event:
-            self._store.clear_graph(EVENT_GRAPH)
-            self._store.extend(ox.Quad(t.subject, t.predicate, t.object, EVENT_GRAPH)
-                               for t in event.triples)
-            self._event = event
-        if not skolem:
-            return EVENT_GRAPH
-        if self._skolemised is not event:
-            self._store.clear_graph(SKOLEM_GRAPH)
-            self._store.extend(ox.Quad(_skolem(t.subject), t.predicate, _skolem(t.object), SKOLEM_GRAPH)
-                               for t in event.triples)
-            self._skolemised = event
-        return SKOLEM_GRAPH
+    def _load(self, event: Event, skolem: bool, with_kb: bool) -> tuple[ox.Store, ox.NamedNode]:
+        """The store and graph to query the event in.
+
+        GPMs without GRAPH clauses get a fresh store per event: an in-memory
+        store keeps what is deleted from it, so clearing one graph per event
+        gets slower as the stream goes on.  GPMs that join the KB share the
+        KB's store, the event graph replaced in it.
+        """
+        graph = SKOLEM_GRAPH if skolem else EVENT_GRAPH
+        if not with_kb:
+            if self._event is not event:
+                self._event_store = ox.Store()
+                self._event = event
+                self._filled = set()
+            store = self._event_store
+        else:
+            if self._kb_event is not event:
+                self._store.clear_graph(EVENT_GRAPH)
+                self._store.clear_graph(SKOLEM_GRAPH)
+                self._kb_event = event
+                self._kb_filled = set()
+            store = self._store
+        filled = self._kb_filled if with_kb else self._filled
+        if graph not in filled:
+            convert = _skolem if skolem else _same
+            store.extend(ox.Quad(convert(t.subject), t.predicate, convert(t.object), graph)
+                         for t in event.triples)
+            filled.add(graph)
+        return store, graph
 
     def _copy_graphs(self, gpm: GpmPattern) -> None:
         if self._copied is None or self._kb is None or not gpm.uses_kb:
@@ -103,22 +120,22 @@ class OxigraphEvaluator:
         results: list[list[Solution]] = [[] for _ in mappings]
         if not columns:
             # No injected bindings: one evaluation serves every mapping.
-            graph = self._load(event, skolem=False)
-            solutions = [_solution(s, gpm) for s in self._run(self._text(gpm, ()), graph)]
+            store, graph = self._load(event, False, gpm.uses_kb)
+            solutions = [_solution(s, gpm) for s in self._run(store, self._text(gpm, ()), graph)]
             return [list(solutions) for _ in mappings]
         skolem = any(isinstance(m.get(c), ox.BlankNode) for m in mappings for c in columns)
-        graph = self._load(event, skolem)
+        store, graph = self._load(event, skolem, gpm.uses_kb)
         rows = " ".join(
             "(" + str(i) + " " + " ".join(_sparql(m.get(c)) for c in columns) + ")"
             for i, m in enumerate(mappings))
         text = self._text(gpm, tuple(columns)).replace("%ROWS%", rows, 1)
-        for solution in self._run(text, graph):
+        for solution in self._run(store, text, graph):
             results[int(solution[_ROW].value)].append(_solution(solution, gpm))
         return results
 
-    def _run(self, text: str, graph: ox.NamedNode):
-        return self._store.query(text, default_graph=graph, named_graphs=self._named_graphs,
-                                 custom_functions=self._functions)
+    def _run(self, store: ox.Store, text: str, graph: ox.NamedNode):
+        return store.query(text, default_graph=graph, named_graphs=self._named_graphs,
+                           custom_functions=self._functions)
 
     def _text(self, gpm: GpmPattern, columns: tuple[str, ...]) -> str:
         key = (gpm, columns)
@@ -135,6 +152,10 @@ class OxigraphEvaluator:
 def _skolem(term):
     if isinstance(term, ox.BlankNode):
         return ox.NamedNode(_SKOLEM + term.value)
+    return term
+
+
+def _same(term):
     return term
 
 

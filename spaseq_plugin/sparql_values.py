@@ -54,6 +54,8 @@ class Unsupported(Exception):
 #   ("iri", text) / ("bnode", text)
 #   ("lit", term)              any other literal: only identity is known
 
+# Term caches: a bounded working set, so memory follows the window, not the stream's length.
+_CACHE_LIMIT = 20_000
 _native_cache: dict = {}
 
 
@@ -61,7 +63,7 @@ def native(term) -> tuple:
     value = _native_cache.get(term)
     if value is None:
         value = _native(term)
-        if len(_native_cache) > 200_000:
+        if len(_native_cache) > _CACHE_LIMIT:
             _native_cache.clear()
         _native_cache[term] = value
     return value
@@ -145,7 +147,7 @@ def canonical(term):
         _scratch.add(quad)
         found = next(iter(_scratch.quads_for_pattern(_P, _P, None))).object
         _scratch.remove(quad)      # (clear() costs 40x more)
-        if len(_canonical_cache) > 200_000:
+        if len(_canonical_cache) > _CACHE_LIMIT:
             _canonical_cache.clear()
         _canonical_cache[term] = found
     return found

@@ -96,7 +96,7 @@ NEAR_GRAPHS = 1000
 # How many finished graph names a reader remembers, to tell a late block or a
 # late different timestamp of an already emitted graph.  Bounded so that a
 # very long file does not grow memory without end.
-_DONE_MEMORY = 100_000
+_DONE_MEMORY = 10_000
 
 _CHUNK_BYTES = 1 << 20
 _NQUADS_BATCH_LINES = 2000
