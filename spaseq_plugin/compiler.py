@@ -17,7 +17,7 @@ from .nfa import CONJUNCTION, DISJUNCTION, SINGLE, AtomMatcher, Automaton, Edge,
 from .parser import parse_query
 from .rdflib_terms import prepare_sparql, rdflib_to_ox, unalias
 from .syntax import (
-    KLEENE, NEGATION, NEXT, OPTIONAL, Aggregate, Conjunction, Disjunction, GpmRef, Pos, Query,
+    KLEENE, NEGATION, NEXT, OPTIONAL, Aggregate, Conjunction, GpmRef, Pos, Query,
 )
 
 
@@ -73,7 +73,6 @@ def compile_query(text: str) -> CompiledQuery:
 
 def compile_parsed(query: Query) -> CompiledQuery:
     seq = query.sequence
-    warnings = list(query.warnings)
     used: set[str] = set()
     for atom in seq.atoms:
         for name, pos in _atom_names(atom):
@@ -91,6 +90,7 @@ def compile_parsed(query: Query) -> CompiledQuery:
                                  pos.line, pos.column)
     gpms = {name: analyse_gpm(query, gdef, frozenset(query.streams[a].iri for a in gdef.streams))
             for name, gdef in query.gpms.items()}
+    warnings = list(query.warnings)       # parsing's, and the GPM analysis's
     _check_filters(query, gpms)
     positive = _positive_gpms(seq.atoms, gpms)
     _check_partition(query, positive)

@@ -21,6 +21,13 @@ from .rdflib_terms import prepare_sparql, unalias
 from .syntax import GpmDef, Pos, Query
 
 _OXIGRAPH_ERROR = re.compile(r"error at (\d+):(\d+): (.*)", re.S)
+_VARIABLE = re.compile(r"[?$]([A-Za-z0-9_\u00B7-\uFFFF]+)")
+_STRINGS = re.compile(r'"""(?:.|\n)*?"""|\'\'\'(?:.|\n)*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|<[^<>"{}|^`\\\x00-\x20]*>|#[^\n]*')
+
+
+def _without_strings(body: str) -> str:
+    """A body with strings, IRIs and comments blanked: what is left holds the variables."""
+    return _STRINGS.sub(" ", body)
 
 
 @dataclass(eq=False)
@@ -64,9 +71,14 @@ def analyse_gpm(query: Query, gdef: GpmDef, stream_iris: frozenset[str]) -> GpmP
     _check_syntax(prologue, gdef)
     try:
         algebra = prepare_sparql(query.prefixes, query.base, "SELECT * WHERE {" + gdef.body + "\n}")
-    except Exception as e:  # rdflib is stricter than oxigraph in a few corners
-        raise QueryError(f"GPM {gdef.name}: cannot analyse its pattern: {e}",
-                         gdef.body_pos.line, gdef.body_pos.column) from None
+    except Exception:
+        # Oxigraph accepted the pattern but rdflib cannot build its algebra (it trips over
+        # some literal mixes): every variable counts as bindable, no fast path for it.
+        names = frozenset(_VARIABLE.findall(_without_strings(gdef.body)))
+        query.warnings.append(f"GPM {gdef.name}: its pattern could not be analysed in detail; "
+                              "it is evaluated by Oxigraph and its FILTER variables are not checked")
+        return GpmPattern(name=gdef.name, streams=stream_iris, body=gdef.body, prologue=prologue,
+                          pos=gdef.pos, mentioned=names, bindable=names)
     walker = _VariableWalker()
     walker.pattern(algebra["p"]["p"])
     return GpmPattern(
@@ -215,7 +227,7 @@ def placement_pattern(gpm: GpmPattern) -> GpmPattern:
 
     node = gpm.algebra
     if not (isinstance(node, CompValue) and node.name == "Filter"):
-        return gpm
+        return gpm      # (also when the pattern could not be analysed)
     parts = conjuncts(node.expr)
     kept = [c for c in parts if variables(c) <= gpm.bindable]
     if len(kept) == len(parts):

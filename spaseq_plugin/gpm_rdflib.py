@@ -35,31 +35,13 @@ from typing import Mapping, Sequence
 
 import pyoxigraph as ox
 from rdflib import Dataset, Graph
-from rdflib.term import BNode, Literal, URIRef
 
 from .events import Event
 from .gpm import GpmPattern
 from .kb import KnowledgeBase
-from .rdflib_terms import rdflib_to_ox
+from .rdflib_terms import ox_to_rdflib, rdflib_to_ox
 
 __all__ = ["RdflibEvaluator", "ox_to_rdflib"]
-
-
-def ox_to_rdflib(term):
-    """A pyoxigraph NamedNode/BlankNode/Literal as the equal rdflib term
-    (literals keep their exact lexical form)."""
-    if isinstance(term, ox.NamedNode):
-        return URIRef(term.value)
-    if isinstance(term, ox.BlankNode):
-        return BNode(term.value)
-    if isinstance(term, ox.Literal):
-        if term.language:
-            return Literal(term.value, lang=term.language, normalize=False)
-        datatype = term.datatype.value
-        if datatype == "http://www.w3.org/2001/XMLSchema#string":
-            return Literal(term.value, normalize=False)
-        return Literal(term.value, datatype=URIRef(datatype), normalize=False)
-    raise ValueError(f"not an RDF term: {term!r}")
 
 
 Term = ox.NamedNode | ox.BlankNode | ox.Literal

@@ -163,6 +163,8 @@ class SpectraEvaluator:
 
     def _make_plan(self, gpm: GpmPattern) -> Plan:
         node = gpm.algebra
+        if node is None:
+            raise NotCompilable("its pattern could not be analysed")
         exprs = []
         while isinstance(node, CompValue) and node.name == "Filter":
             exprs += conjuncts(node.expr)

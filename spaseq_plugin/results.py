@@ -136,6 +136,10 @@ def term_to_json(term: Term) -> dict:
         return {"type": "uri", "value": term.value}
     if isinstance(term, ox.BlankNode):
         return {"type": "bnode", "value": term.value}
+    if isinstance(term, ox.Triple):
+        return {"type": "triple", "value": {"subject": term_to_json(term.subject),
+                                            "predicate": term_to_json(term.predicate),
+                                            "object": term_to_json(term.object)}}
     out = {"type": "literal", "value": term.value}
     if term.language:
         out["xml:lang"] = term.language

@@ -55,7 +55,7 @@ from .events import Event, Time
 from .gpm import GpmPattern
 from .gpm_oxigraph import GpmEvaluator, Solution, Term
 from .nfa import CONJUNCTION, DISJUNCTION, Edge, State
-from .syntax import ANY, NEXT, STRICT
+from .syntax import NEXT, STRICT
 
 
 @dataclass(eq=False, slots=True)

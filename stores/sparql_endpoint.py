@@ -42,6 +42,7 @@ import pyoxigraph as ox
 from ..errors import SpaseqError
 from ..hookspecs import hookimpl
 from ..kb import KnowledgeBase
+from ..results import term_to_json
 
 JSON_RESULTS = "application/sparql-results+json"
 XML_RESULTS = "application/sparql-results+xml"
@@ -356,30 +357,11 @@ def serialize_solutions(variables, solutions, output=None, format=ox.QueryResult
         for v in variables:
             term = solution[v] if not isinstance(solution, dict) else solution.get(v.value)
             if term is not None:
-                row[v.value] = _json_term(term)
+                row[v.value] = term_to_json(term)
         bindings.append(row)
     data = json.dumps({"head": {"vars": [v.value for v in variables]},
                        "results": {"bindings": bindings}}).encode("utf-8")
     return ox.parse_query_results(data, ox.QueryResultsFormat.JSON).serialize(output, format)
-
-
-def _json_term(term) -> dict:
-    if isinstance(term, ox.NamedNode):
-        return {"type": "uri", "value": term.value}
-    if isinstance(term, ox.BlankNode):
-        return {"type": "bnode", "value": term.value}
-    if isinstance(term, ox.Literal):
-        out = {"type": "literal", "value": term.value}
-        if term.language:
-            out["xml:lang"] = term.language
-        elif term.datatype.value != "http://www.w3.org/2001/XMLSchema#string":
-            out["datatype"] = term.datatype.value
-        return out
-    if isinstance(term, ox.Triple):
-        return {"type": "triple", "value": {"subject": _json_term(term.subject),
-                                            "predicate": _json_term(term.predicate),
-                                            "object": _json_term(term.object)}}
-    raise SpaseqError(f"not an RDF term: {term!r}")
 
 
 def blank_label(label: str) -> str:
