@@ -24,6 +24,7 @@ from .gpm_spectra import SpectraEvaluator
 from .bench import add_bench_parser
 from .kb import KnowledgeBase
 from .kb_commands import add_kb_parser
+from .nfa import automaton_svg
 from .output import FORMATS
 from .plugins import call_configure, plugin_list, registry, result_sink, stream_source
 from .streams.files import merge_streams, read_manifest_streams
@@ -114,6 +115,7 @@ def _parser() -> argparse.ArgumentParser:
                              description="Show the NFA_scep automaton a query compiles to.")
     explain.add_argument("query", help="the query file (or - for standard input)")
     explain.add_argument("--dot", action="store_true", help="Graphviz dot instead of text")
+    explain.add_argument("--svg", metavar="FILE", help="also draw the automaton as an SVG picture into FILE")
     explain.add_argument("--kb", action="append", default=[], metavar="PATH|IRI=PATH|oxigraph:DIR",
                          help="the KB, to show how GRAPH clauses will be joined")
     explain.set_defaults(func=_explain)
@@ -155,6 +157,9 @@ def _explain(args) -> int:
     compiled = compile_query(_read_query(args.query))
     for warning in compiled.warnings:
         print(f"spaseq: warning: {warning}", file=sys.stderr)
+    if args.svg:
+        with open(args.svg, "w", encoding="utf-8") as f:
+            f.write(automaton_svg(compiled.automaton))
     if args.dot:
         print(compiled.automaton.to_dot())
     else:

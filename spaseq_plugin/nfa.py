@@ -129,3 +129,58 @@ class Automaton:
                 out.append(f'  x{state.id} -> x{edge.target.id} [label="{label}"];')
         out.append("}")
         return "\n".join(out)
+
+
+def automaton_svg(automaton: Automaton) -> str:
+    """The automaton as a self-contained SVG picture (no Graphviz needed).
+
+    States stand left to right in creation order (the SEQ order); forward
+    edges arc above the row, loops (Kleene iterations) sit above their state.
+    """
+    from html import escape
+
+    gap, radius, top = 170, 30, 190
+    states = automaton.states
+    x = {s.id: 70 + i * gap for i, s in enumerate(states)}
+    width = 140 + gap * (len(states) - 1)
+    forward = [(s, e) for s in states for e in s.edges if not e.loop]
+    height = top + 110
+    parts = [f'<svg xmlns="http://www.w3.org/2000/svg" width="{width}" height="{height}" '
+             f'font-family="Helvetica, Arial, sans-serif" font-size="12">',
+             '<defs><marker id="arrow" viewBox="0 0 10 10" refX="10" refY="5" markerWidth="8" '
+             'markerHeight="8" orient="auto-start-reverse"><path d="M0,0 L10,5 L0,10 z"/></marker></defs>',
+             f'<rect width="{width}" height="{height}" fill="white"/>']
+    for n, (source, edge) in enumerate(forward):
+        x1, x2 = x[source.id] + radius, x[edge.target.id] - radius
+        lift = 40 + 28 * (abs(x2 - x1) // gap) + 10 * (n % 2)
+        mid = (x1 + x2) / 2
+        label = f"{edge.atom.label()} {edge.strategy}"
+        if edge.guards:
+            label += " !" + ",".join(g.name for g in edge.guards)
+        parts.append(f'<path d="M{x1},{top} Q{mid},{top - 2 * lift} {x2},{top}" fill="none" '
+                     f'stroke="black" marker-end="url(#arrow)"/>')
+        parts.append(f'<text x="{mid}" y="{top - lift - 4}" text-anchor="middle">{escape(label)}</text>')
+    for state in states:
+        cx = x[state.id]
+        for edge in state.edges:
+            if edge.loop:
+                parts.append(f'<path d="M{cx - 12},{top + radius - 4} C{cx - 40},{top + radius + 50} '
+                             f'{cx + 40},{top + radius + 50} {cx + 12},{top + radius - 4}" fill="none" '
+                             f'stroke="black" marker-end="url(#arrow)"/>')
+                parts.append(f'<text x="{cx}" y="{top + radius + 58}" text-anchor="middle">'
+                             f'{escape(edge.atom.label())}+ {edge.strategy}</text>')
+        parts.append(f'<circle cx="{cx}" cy="{top}" r="{radius}" fill="#eef3fb" stroke="black"/>')
+        if state.accepting:
+            parts.append(f'<circle cx="{cx}" cy="{top}" r="{radius - 5}" fill="none" stroke="black"/>')
+        parts.append(f'<text x="{cx}" y="{top + 4}" text-anchor="middle" font-weight="bold">x{state.id}</text>')
+        if state.final_guards:
+            parts.append(f'<text x="{cx}" y="{top - radius - 6}" text-anchor="middle">'
+                         f'{escape("unless " + ",".join(g.name for g in state.final_guards))}</text>')
+    start = x[automaton.initial.id]
+    parts.append(f'<path d="M{start - radius - 35},{top} L{start - radius},{top}" stroke="black" '
+                 f'marker-end="url(#arrow)"/>')
+    window = "no window" if automaton.window is None else \
+        f"WITHIN {automaton.window} s" + (" TUMBLING" if automaton.tumbling else "")
+    parts.append(f'<text x="10" y="18">NFA_scep, {escape(window)}</text>')
+    parts.append("</svg>")
+    return "\n".join(parts)

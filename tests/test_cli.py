@@ -105,3 +105,12 @@ def test_explain_text_and_dot(files):
     assert "x0 [start]" in p.stdout and "skip-till-next" in p.stdout and "window: 60 s" in p.stdout
     p = spaseq("explain", "select.rq", "--dot", cwd=files)
     assert p.stdout.startswith("digraph nfa_scep {") and "x1 -> x2" in p.stdout
+
+
+def test_explain_draws_an_svg(files):
+    p = spaseq("explain", "select.rq", "--svg", "nfa.svg", cwd=files)
+    assert p.returncode == 0, p.stderr
+    svg = (files / "nfa.svg").read_text()
+    assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
+    assert svg.count("<circle") == 4          # x0, x1, and x2 accepting (two rings)
+    assert "A ;" in svg and "B ;" in svg
