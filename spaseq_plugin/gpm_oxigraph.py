@@ -21,6 +21,7 @@ that case only, ``isBlank`` in the GPM sees an IRI for them.
 
 from __future__ import annotations
 
+from functools import lru_cache
 from typing import Mapping, Protocol, Sequence
 
 import pyoxigraph as ox
@@ -35,7 +36,7 @@ Solution = dict[str, Term]
 EVENT_GRAPH = ox.NamedNode("urn:spaseq:event")
 SKOLEM_GRAPH = ox.NamedNode("urn:spaseq:event:skolem")
 _SKOLEM = "urn:spaseq:bnode:"
-_ROW = "__spaseq_row"
+ROW = "__spaseq_row"
 
 
 class GpmEvaluator(Protocol):
@@ -66,9 +67,8 @@ class OxigraphEvaluator:
         self._filled: set = set()
         self._kb_event: Event | None = None        # the event in the KB's store
         self._kb_filled: set = set()
-        self._texts: dict[tuple, str] = {}
 
-    def _load(self, event: Event, skolem: bool, with_kb: bool) -> tuple[ox.Store, ox.NamedNode]:
+    def _load(self, event: Event, skolemised: bool, with_kb: bool) -> tuple[ox.Store, ox.NamedNode]:
         """The store and graph to query the event in.
 
         GPMs without GRAPH clauses get a fresh store per event: an in-memory
@@ -76,7 +76,7 @@ class OxigraphEvaluator:
         gets slower as the stream goes on.  GPMs that join the KB share the
         KB's store, the event graph replaced in it.
         """
-        graph = SKOLEM_GRAPH if skolem else EVENT_GRAPH
+        graph = SKOLEM_GRAPH if skolemised else EVENT_GRAPH
         if not with_kb:
             if self._event is not event:
                 self._event_store = ox.Store()
@@ -92,7 +92,7 @@ class OxigraphEvaluator:
             store = self._store
         filled = self._kb_filled if with_kb else self._filled
         if graph not in filled:
-            convert = _skolem if skolem else _same
+            convert = skolem if skolemised else _same
             store.extend(ox.Quad(convert(t.subject), t.predicate, convert(t.object), graph)
                          for t in event.triples)
             filled.add(graph)
@@ -116,40 +116,50 @@ class OxigraphEvaluator:
     def evaluate(self, gpm: GpmPattern, event: Event,
                  mappings: Sequence[Mapping[str, Term]]) -> list[list[Solution]]:
         self._copy_graphs(gpm)
-        columns = sorted({v for m in mappings for v in m if v in gpm.mentioned})
+        columns = injected_columns(gpm, mappings)
         results: list[list[Solution]] = [[] for _ in mappings]
         if not columns:
             # No injected bindings: one evaluation serves every mapping.
             store, graph = self._load(event, False, gpm.uses_kb)
-            solutions = [_solution(s, gpm) for s in self._run(store, self._text(gpm, ()), graph)]
+            solutions = [_solution(s, gpm) for s in self._run(store, injected_query(gpm, [], mappings), graph)]
             return [list(solutions) for _ in mappings]
-        skolem = any(isinstance(m.get(c), ox.BlankNode) for m in mappings for c in columns)
-        store, graph = self._load(event, skolem, gpm.uses_kb)
-        rows = " ".join(
-            "(" + str(i) + " " + " ".join(_sparql(m.get(c)) for c in columns) + ")"
-            for i, m in enumerate(mappings))
-        text = self._text(gpm, tuple(columns)).replace("%ROWS%", rows, 1)
-        for solution in self._run(store, text, graph):
-            results[int(solution[_ROW].value)].append(_solution(solution, gpm))
+        skolemised = any(isinstance(m.get(c), ox.BlankNode) for m in mappings for c in columns)
+        store, graph = self._load(event, skolemised, gpm.uses_kb)
+        for solution in self._run(store, injected_query(gpm, columns, mappings), graph):
+            results[int(solution[ROW].value)].append(_solution(solution, gpm))
         return results
 
     def _run(self, store: ox.Store, text: str, graph: ox.NamedNode):
         return store.query(text, default_graph=graph, named_graphs=self._named_graphs,
                            custom_functions=self._functions)
 
-    def _text(self, gpm: GpmPattern, columns: tuple[str, ...]) -> str:
-        key = (gpm, columns)
-        text = self._texts.get(key)
-        if text is None:
-            values = ""
-            if columns:
-                values = f"VALUES (?{_ROW} {' '.join('?' + c for c in columns)}) {{ %ROWS% }}\n"
-            text = f"{gpm.prologue}\nSELECT * WHERE {{ {values}{gpm.body}\n}}"
-            self._texts[key] = text
-        return text
 
 
-def _skolem(term):
+def injected_columns(gpm: GpmPattern, mappings: Sequence[Mapping[str, Term]]) -> list[str]:
+    """The variables of ``gpm`` that some mapping binds: the VALUES columns."""
+    return sorted({v for m in mappings for v in m if v in gpm.mentioned})
+
+
+def injected_query(gpm: GpmPattern, columns: list[str], mappings: Sequence[Mapping[str, Term]]) -> str:
+    """``SELECT * WHERE { VALUES (?row columns...) { one row per mapping }  body }``.
+
+    Blank nodes in the mappings are written as skolem IRIs (VALUES cannot hold them).
+    """
+    template = _template(gpm, tuple(columns))
+    if not columns:
+        return template
+    rows = " ".join("(" + str(i) + " " + " ".join(_sparql(m.get(c)) for c in columns) + ")"
+                    for i, m in enumerate(mappings))
+    return template.replace("%ROWS%", rows, 1)
+
+
+@lru_cache(maxsize=4096)
+def _template(gpm: GpmPattern, columns: tuple[str, ...]) -> str:
+    values = f"VALUES (?{ROW} {' '.join('?' + c for c in columns)}) {{ %ROWS% }}\n" if columns else ""
+    return f"{gpm.prologue}\nSELECT * WHERE {{ {values}{gpm.body}\n}}"
+
+
+def skolem(term):
     if isinstance(term, ox.BlankNode):
         return ox.NamedNode(_SKOLEM + term.value)
     return term
@@ -159,7 +169,7 @@ def _same(term):
     return term
 
 
-def _unskolem(term):
+def unskolem(term):
     if isinstance(term, ox.NamedNode) and term.value.startswith(_SKOLEM):
         return ox.BlankNode(term.value[len(_SKOLEM):])
     return term
@@ -168,7 +178,7 @@ def _unskolem(term):
 def _sparql(term: Term | None) -> str:
     if term is None:
         return "UNDEF"
-    return str(_skolem(term))
+    return str(skolem(term))
 
 
 def _solution(solution: ox.QuerySolution, gpm: GpmPattern) -> Solution:
@@ -176,5 +186,5 @@ def _solution(solution: ox.QuerySolution, gpm: GpmPattern) -> Solution:
     for var in gpm.mentioned:
         value = solution[var]
         if value is not None:
-            out[var] = _unskolem(value)
+            out[var] = unskolem(value)
     return out

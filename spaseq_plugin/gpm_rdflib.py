@@ -38,6 +38,7 @@ from rdflib import Dataset, Graph
 
 from .events import Event
 from .gpm import GpmPattern
+from .gpm_oxigraph import ROW, injected_columns, injected_query, skolem, unskolem
 from .kb import KnowledgeBase
 from .rdflib_terms import ox_to_rdflib, rdflib_to_ox
 
@@ -47,29 +48,7 @@ __all__ = ["RdflibEvaluator", "ox_to_rdflib"]
 Term = ox.NamedNode | ox.BlankNode | ox.Literal
 Solution = dict[str, Term]
 
-_ROW = "__spaseq_row"
-_SKOLEM = "urn:spaseq:bnode:"
 _XSD = "http://www.w3.org/2001/XMLSchema#"
-
-
-def _skolem(term):
-    if isinstance(term, ox.BlankNode):
-        return ox.NamedNode(_SKOLEM + term.value)
-    return term
-
-
-def _unskolem(term):
-    if isinstance(term, ox.NamedNode) and term.value.startswith(_SKOLEM):
-        return ox.BlankNode(term.value[len(_SKOLEM):])
-    return term
-
-
-def _sparql(term) -> str:
-    """A term as SPARQL text for a VALUES row (``UNDEF`` for unbound)."""
-    if term is None:
-        return "UNDEF"
-    return str(_skolem(term))
-
 _PLAIN = {_XSD + "string", "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"}
 
 
@@ -109,7 +88,6 @@ class RdflibEvaluator:
         self._event: Event | None = None
         self._graph: Graph | None = None          # the event alone
         self._dataset_event: Event | None = None  # the event the dataset's default graph holds
-        self._texts: dict[tuple, str] = {}
         self._canonical = _Canonical()
 
     # -- the event graph -------------------------------------------------
@@ -117,8 +95,8 @@ class RdflibEvaluator:
     def _triples(self, event: Event):
         canonical = self._canonical
         for t in event.triples:
-            yield (ox_to_rdflib(_skolem(t.subject)), ox_to_rdflib(t.predicate),
-                   ox_to_rdflib(canonical(_skolem(t.object))))
+            yield (ox_to_rdflib(skolem(t.subject)), ox_to_rdflib(t.predicate),
+                   ox_to_rdflib(canonical(skolem(t.object))))
 
     def _event_graph(self, event: Event) -> Graph:
         if self._event is not event:
@@ -160,35 +138,21 @@ class RdflibEvaluator:
         return self._evaluate(self._event_graph(event), gpm, mappings)
 
     def _evaluate(self, target, gpm: GpmPattern, mappings: Sequence[Mapping[str, Term]]) -> list[list[Solution]]:
-        columns = sorted({v for m in mappings for v in m if v in gpm.mentioned})
+        columns = injected_columns(gpm, mappings)
         results: list[list[Solution]] = [[] for _ in mappings]
+        text = injected_query(gpm, columns, mappings)
         if not columns:
-            solutions = [self._solution(row.asdict(), gpm) for row in target.query(self._text(gpm, ()))]
+            solutions = [self._solution(row.asdict(), gpm) for row in target.query(text)]
             return [list(solutions) for _ in mappings]
-        rows = " ".join(
-            "(" + str(i) + " " + " ".join(_sparql(m.get(c)) for c in columns) + ")"
-            for i, m in enumerate(mappings))
-        text = self._text(gpm, tuple(columns)).replace("%ROWS%", rows, 1)
         for row in target.query(text):
             values = row.asdict()
-            results[int(str(values[_ROW]))].append(self._solution(values, gpm))
+            results[int(str(values[ROW]))].append(self._solution(values, gpm))
         return results
-
-    def _text(self, gpm: GpmPattern, columns: tuple[str, ...]) -> str:
-        key = (gpm, columns)
-        text = self._texts.get(key)
-        if text is None:
-            values = ""
-            if columns:
-                values = f"VALUES (?{_ROW} {' '.join('?' + c for c in columns)}) {{ %ROWS% }}\n"
-            text = f"{gpm.prologue}\nSELECT * WHERE {{ {values}{gpm.body}\n}}"
-            self._texts[key] = text
-        return text
 
     def _solution(self, values: dict, gpm: GpmPattern) -> Solution:
         out: Solution = {}
         for var in gpm.mentioned:
             value = values.get(var)
             if value is not None:
-                out[var] = _unskolem(self._canonical(rdflib_to_ox(value)))
+                out[var] = unskolem(self._canonical(rdflib_to_ox(value)))
         return out
