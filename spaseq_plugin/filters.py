@@ -168,29 +168,6 @@ def _not(expr):
     return lambda row: FALSE if ebv(inner(row)) else TRUE
 
 
-def _minus(expr):
-    inner = compile_expression(expr.expr)
-
-    def negate(row):
-        value = inner(row)
-        if value[0] != "num":
-            raise SparqlError("unary minus on a non-number")
-        kind, number = value[1]
-        return ("num", (kind, -number))
-    return negate
-
-
-def _plus(expr):
-    inner = compile_expression(expr.expr)
-
-    def same(row):
-        value = inner(row)
-        if value[0] != "num":
-            raise SparqlError("unary plus on a non-number")
-        return value
-    return same
-
-
 def _bound(expr):
     name = str(expr.arg)
     return lambda row: TRUE if row.get(name) is not None else FALSE
@@ -275,9 +252,10 @@ def _case(upper: bool):
     return build
 
 
-def _numeric(function):
+def _numeric(function, operand: str = "arg"):
+    """A numeric function of one argument (``operand``: where the algebra keeps it)."""
     def build(expr):
-        inner = compile_expression(expr.arg)
+        inner = compile_expression(expr[operand])
 
         def apply(row):
             value = inner(row)
@@ -316,8 +294,8 @@ _HANDLERS = {
     "AdditiveExpression": _additive,
     "MultiplicativeExpression": _additive,
     "UnaryNot": _not,
-    "UnaryMinus": _minus,
-    "UnaryPlus": _plus,
+    "UnaryMinus": _numeric(lambda kind, x: -x, "expr"),
+    "UnaryPlus": _numeric(lambda kind, x: x, "expr"),
     "Builtin_BOUND": _bound,
     "Builtin_isIRI": _category_test("iri"),
     "Builtin_isURI": _category_test("iri"),
