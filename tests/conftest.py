@@ -11,3 +11,15 @@ _COMMON = dict(deadline=None, print_blob=True,
 settings.register_profile("ci", max_examples=300, **_COMMON)
 settings.register_profile("thorough", max_examples=5000, **_COMMON)
 settings.load_profile(os.environ.get("SPASEQ_HYPOTHESIS_PROFILE", "ci"))
+
+
+import pytest
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """The one local SparkSession the test session shares (it costs seconds to start)."""
+    from spaseq_plugin.spark.session import spark_session, stop_spark
+    session = spark_session("local[2]")
+    yield session
+    stop_spark()

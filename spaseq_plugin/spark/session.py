@@ -1,0 +1,105 @@
+"""One SparkSession per process, with the environment Spark needs.
+
+PySpark 4 needs Java 17 or newer and Python workers that can import this
+package: :func:`spark_session` sets ``JAVA_HOME`` (when it is unset or too
+old) to a JDK 17+ found under the usual places, and ``PYSPARK_PYTHON`` to
+the running interpreter, before the JVM starts.  Starting a session costs
+seconds, so it is made once and shared; asking for another master (the
+bench compares ``local[1]`` with ``local[2]``) replaces it.
+"""
+
+from __future__ import annotations
+
+import glob
+import os
+import re
+import subprocess
+import sys
+
+from ..errors import SpaseqError
+
+DEFAULT_MASTER = "local[*]"
+JVM_DIRS = ("/usr/lib/jvm/*", "/usr/local/lib/jvm/*", "/opt/java/*", "/opt/jdk*",
+            "/Library/Java/JavaVirtualMachines/*/Contents/Home")
+
+_session = None
+_master = None
+
+
+def spark_master(requested: str | None = None) -> str:
+    """``--spark-master``, else ``SPARK_MASTER``, else ``local[*]``."""
+    return requested or os.environ.get("SPARK_MASTER") or DEFAULT_MASTER
+
+
+def spark_session(master: str | None = None):
+    """The shared SparkSession for ``master`` (see :func:`spark_master`)."""
+    global _session, _master
+    master = spark_master(master)
+    if _session is not None and _master == master:
+        return _session
+    stop_spark()
+    prepare_environment()
+    try:
+        from pyspark.sql import SparkSession
+    except ImportError:
+        raise SpaseqError("the Spark pipeline needs pyspark: pip install pyspark") from None
+    cores = os.cpu_count() or 2
+    if master.startswith("local"):
+        os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
+    log_config = os.path.join(os.path.dirname(__file__), "log4j2.properties")
+    builder = (SparkSession.builder.master(master).appName("spaseq")
+               .config("spark.ui.enabled", "false")
+               .config("spark.ui.showConsoleProgress", "false")
+               .config("spark.sql.shuffle.partitions", str(max(2, 2 * cores)))
+               .config("spark.sql.adaptive.enabled", "true")
+               .config("spark.driver.memory", os.environ.get("SPASEQ_SPARK_DRIVER_MEMORY", "2g"))
+               .config("spark.python.worker.reuse", "true")
+               .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_config}")
+               .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_config}"))
+    try:
+        _session = builder.getOrCreate()
+    except Exception as e:      # the JVM did not start: report why, not a Py4J traceback
+        raise SpaseqError(f"cannot start Spark (master {master}): {str(e).splitlines()[0]}") from None
+    _session.sparkContext.setLogLevel("ERROR")
+    _master = master
+    return _session
+
+
+def stop_spark() -> None:
+    """Stop the shared session (the JVM stays for the next one)."""
+    global _session, _master
+    if _session is not None:
+        _session.stop()
+    _session = _master = None
+
+
+def prepare_environment() -> None:
+    """Set JAVA_HOME to a Java 17+ and the workers' Python to this interpreter."""
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+    home = os.environ.get("JAVA_HOME")
+    if home and _java_version(os.path.join(home, "bin", "java")) >= 17:
+        return
+    candidates = [(_java_version(os.path.join(d, "bin", "java")), d)
+                  for pattern in JVM_DIRS for d in sorted(glob.glob(pattern))]
+    usable = sorted((v, d) for v, d in candidates if v >= 17)
+    if not usable:
+        found = f" (JAVA_HOME={home} is older)" if home else ""
+        raise SpaseqError("Spark needs Java 17 or newer; install a JDK (Debian: openjdk-17-jdk-headless) "
+                          f"or set JAVA_HOME to one{found}")
+    # the oldest usable one: Spark 4 is built and tested on 17 and 21
+    os.environ["JAVA_HOME"] = usable[0][1]
+
+
+def _java_version(java: str) -> int:
+    if not os.path.isfile(java):
+        return 0
+    try:
+        text = subprocess.run([java, "-version"], capture_output=True, text=True, timeout=30).stderr
+    except (OSError, subprocess.SubprocessError):
+        return 0
+    match = re.search(r'version "(\d+)(?:\.(\d+))?', text)
+    if not match:
+        return 0
+    major = int(match.group(1))
+    return int(match.group(2) or 0) if major == 1 else major
