@@ -17,7 +17,7 @@ from typing import IO
 
 from . import __version__
 from .compiler import CompiledQuery, compile_query
-from .engine import Engine
+from .engine import Engine, query_warnings
 from .errors import EventError, QueryError, SpaseqError
 from .events import as_time, datetime_seconds, format_time
 from .gpm_spectra import SpectraEvaluator
@@ -108,6 +108,15 @@ def _parser() -> argparse.ArgumentParser:
                      help="live sources (stdin, tcp, mqtt) end after N events")
     run.add_argument("--idle-timeout", type=float, metavar="SECONDS",
                      help="live sources end after this long without input")
+    run.add_argument("--engine", choices=["stream", "spark"], default="stream",
+                     help="stream (default): one process reads the input as a stream; spark: evaluate "
+                          "archived stream files in parallel on Spark (cut by time or PARTITION BY key)")
+    run.add_argument("--spark-master", metavar="URL",
+                     help="--engine spark: the Spark master (default: $SPARK_MASTER, else local[*])")
+    run.add_argument("--spark-pieces", type=int, metavar="N",
+                     help="--engine spark: cut the input into at most N pieces (default: 4 per core)")
+    run.add_argument("--kb-materialized", metavar="DIR",
+                     help="use GRAPH-pattern solutions materialised by 'spaseq kb materialize' as the KB")
     run.add_argument("--quiet", "-q", action="store_true", help="no warnings, progress or summary")
     run.set_defaults(func=_run)
 
@@ -170,18 +179,9 @@ def _explain(args) -> int:
 
 def _stream_sources(compiled: CompiledQuery, specs: list[str], manifests: list[str],
                     lateness: str | None = None):
-    by_alias = compiled.stream_iris
-    iris = set(by_alias.values())
     sources = []
     for spec in specs:
-        if "=" not in spec:
-            raise UsageError(f"--stream {spec}: expected ALIAS=PATH")
-        name, path = spec.split("=", 1)
-        name = name.strip("<>")
-        iri = by_alias.get(name, name)
-        if iri not in iris:
-            known = ", ".join(f"{a} <{i}>" for a, i in by_alias.items())
-            raise UsageError(f"--stream {spec}: the query has no stream {name} (it has {known})")
+        iri, path = _stream_spec(compiled, spec)
         scheme, location = _source_scheme(path)
         if scheme == "file" and not _exists(location):
             raise UsageError(f"--stream {spec}: no such file {location}")
@@ -201,6 +201,19 @@ def _stream_sources(compiled: CompiledQuery, specs: list[str], manifests: list[s
     return merge_streams(sources)
 
 
+def _stream_spec(compiled: CompiledQuery, spec: str) -> tuple[str, str]:
+    """``ALIAS=LOCATION`` (or ``IRI=LOCATION``) -> (stream IRI, LOCATION)."""
+    if "=" not in spec:
+        raise UsageError(f"--stream {spec}: expected ALIAS=PATH")
+    name, path = spec.split("=", 1)
+    name = name.strip("<>")
+    iri = compiled.stream_iris.get(name, name)
+    if iri not in set(compiled.stream_iris.values()):
+        known = ", ".join(f"{a} <{i}>" for a, i in compiled.stream_iris.items())
+        raise UsageError(f"--stream {spec}: the query has no stream {name} (it has {known})")
+    return iri, path
+
+
 def _source_scheme(location: str) -> tuple[str, str]:
     """``tcp://host:port`` or ``mqtt:...`` -> its scheme; ``-`` -> stdin; a path -> file."""
     if location == "-":
@@ -217,8 +230,12 @@ def _exists(path: str) -> bool:
 
 
 def _run(args) -> int:
-    compiled = compile_query(_read_query(args.query))
-    kb = KnowledgeBase.from_specs(args.kb) if args.kb else None
+    query_text = _read_query(args.query)
+    compiled = compile_query(query_text)
+    kb_specs = list(args.kb)
+    if args.kb_materialized:
+        kb_specs.append(f"materialized:{args.kb_materialized}")
+    kb = KnowledgeBase.from_specs(kb_specs) if kb_specs else None
     start = _parse_start(args.start) if args.start else None
     dead = open(args.dead_letter, "w", encoding="utf-8") if args.dead_letter else None
 
@@ -229,28 +246,38 @@ def _run(args) -> int:
             progress.clear()
             print(f"spaseq: rejected event: {error}", file=sys.stderr)
 
-    engine = Engine(compiled, kb=kb, start=start, on_reject=on_reject)
+    if args.engine == "spark":
+        engine = spark = _spark_run(args, compiled, query_text, kb_specs, start, on_reject)
+        warnings = query_warnings(compiled, kb)
+        if kb is not None:
+            kb.close()          # the pieces open their own
+        results = spark.results()
+    else:
+        engine = Engine(compiled, kb=kb, start=start, on_reject=on_reject)
+        warnings = engine.warnings
+        items = _stream_sources(compiled, args.stream, args.manifest, args.lateness)
+        try:
+            items = replay(items, parse_rate(args.rate))
+        except ValueError as e:
+            raise UsageError(f"--rate {args.rate}: {e}") from None
     if not args.quiet:
-        for warning in engine.warnings:
+        for warning in warnings:
             print(f"spaseq: warning: {warning}", file=sys.stderr)
-    items = _stream_sources(compiled, args.stream, args.manifest, args.lateness)
-    try:
-        items = replay(items, parse_rate(args.rate))
-    except ValueError as e:
-        raise UsageError(f"--rate {args.rate}: {e}") from None
     fmt = args.format or ("trig" if compiled.query.construct is not None else "jsonl")
     if fmt == "trig" and compiled.query.construct is None:
         raise UsageError("--format trig is for CONSTRUCT queries")
     variables = [v if isinstance(v, str) else v.alias for v in compiled.projection]
     out: IO[str] = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
-    progress = _Progress(engine, enabled=not args.quiet and sys.stderr.isatty())
+    progress = _Progress(engine, enabled=not args.quiet and sys.stderr.isatty() and args.engine == "stream")
     started = time.perf_counter()
     try:
         writers = [result_sink(fmt).open(out, variables, {"with_events": args.events})]
         for spec in args.sink:
             name, _, location = spec.partition(":")
             writers.append(result_sink(name).open(location, variables, {}))
-        for result in engine.run(progress.counting(items)):
+        if args.engine == "stream":
+            results = engine.run(progress.counting(items))
+        for result in results:
             for writer in writers:
                 writer.write(result)
         for writer in writers:
@@ -269,6 +296,41 @@ def _run(args) -> int:
               f"{rate:,.0f} events/s; {s.rejected} rejected; {s.matches} matches, "
               f"{s.results} results; peak {s.peak_runs} active runs", file=sys.stderr)
     return 0
+
+
+def _spark_run(args, compiled: CompiledQuery, query_text: str, kb_specs: list[str], start, on_reject):
+    """The Spark evaluation of archived stream files (``--engine spark``)."""
+    from .spark.engine import SparkRun, archived_sources
+    live = [flag for flag, value in (("--rate", args.rate), ("--lateness", args.lateness),
+                                     ("--max-events", args.max_events), ("--idle-timeout", args.idle_timeout))
+            if value is not None]
+    if live:
+        raise UsageError(f"{', '.join(live)}: for live input; --engine spark reads archived stream files")
+    if args.spark_pieces is not None and args.spark_pieces < 1:
+        raise UsageError("--spark-pieces must be at least 1")
+    streams = []
+    for spec in args.stream:
+        name, location = _stream_spec(compiled, spec)
+        if _source_scheme(location)[0] != "file":
+            raise UsageError(f"--stream {spec}: --engine spark reads archived stream files, not live sources")
+        if not _exists(location):
+            raise UsageError(f"--stream {spec}: no such file {location}")
+        streams.append((name, location))
+    for manifest in args.manifest:
+        if not os.path.exists(manifest):
+            raise UsageError(f"--manifest {manifest}: no such file")
+    if not streams and not args.manifest:
+        raise UsageError("no input: give --stream ALIAS=PATH (or --manifest FILE)")
+    try:
+        sources = archived_sources(compiled, streams, args.manifest)
+    except FileNotFoundError as e:
+        raise UsageError(str(e)) from None
+
+    def progress(text: str) -> None:
+        if not args.quiet:
+            print(f"spaseq: spark: {text}", file=sys.stderr, flush=True)
+    return SparkRun(compiled, query_text, sources, kb_specs, master=args.spark_master,
+                    pieces=args.spark_pieces, start=start, on_reject=on_reject, progress=progress)
 
 
 def _parse_start(text: str):

@@ -96,13 +96,7 @@ class Engine:
 
     @property
     def warnings(self) -> list[str]:
-        out = list(self.compiled.warnings)
-        if self.kb is not None:
-            for iri in self.kb.missing_graphs(self.compiled.kb_graphs):
-                out.append(f"the KB has no graph <{iri}>: GRAPH <{iri}> matches nothing")
-        elif self.compiled.kb_graphs:
-            out.append("GRAPH clauses are used but no KB is given: they match nothing")
-        return out
+        return query_warnings(self.compiled, self.kb)
 
     # -- input -----------------------------------------------------------
 
@@ -195,6 +189,18 @@ class Engine:
     def _drain(self) -> list[Result]:
         out, self._out = self._out, []
         return out
+
+
+def query_warnings(compiled: CompiledQuery, kb: KnowledgeBase | None) -> list[str]:
+    """What a user should know before a query runs: the compiler's warnings and GRAPH
+    clauses the KB cannot answer."""
+    out = list(compiled.warnings)
+    if kb is not None:
+        for iri in kb.missing_graphs(compiled.kb_graphs):
+            out.append(f"the KB has no graph <{iri}>: GRAPH <{iri}> matches nothing")
+    elif compiled.kb_graphs:
+        out.append("GRAPH clauses are used but no KB is given: they match nothing")
+    return out
 
 
 def _as_triples(data) -> tuple[ox.Triple, ...]:

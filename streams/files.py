@@ -145,20 +145,28 @@ def open_stream(spec_path: str, stream: str) -> Iterator[Event | EventError]:
     Several files feeding one stream are merged by time, and the duplicate
     and out-of-order checks apply across them.
     """
+    paths = stream_file_paths(spec_path)
+    if len(paths) == 1:
+        return read_stream_file(paths[0], stream)
+    return _check_order(merge_streams([read_stream_file(p, stream) for p in paths]))
+
+
+def stream_file_paths(spec_path: str) -> list[str]:
+    """The files a stream location names: the file itself, the stream files of a
+    directory, or the files a glob matches (sorted).  Raises ``FileNotFoundError``
+    when there are none."""
     if os.path.isdir(spec_path):
         paths = sorted(str(p) for p in Path(spec_path).iterdir()
                        if p.is_file() and _is_stream_file(p.name))
         if not paths:
             raise FileNotFoundError(f"no .trig/.nq(.gz) stream file in directory {spec_path}")
-    elif glob.has_magic(spec_path):
+        return paths
+    if glob.has_magic(spec_path):
         paths = sorted(p for p in glob.glob(spec_path) if os.path.isfile(p))
         if not paths:
             raise FileNotFoundError(f"no file matches {spec_path}")
-    else:
-        return read_stream_file(spec_path, stream)
-    if len(paths) == 1:
-        return read_stream_file(paths[0], stream)
-    return _check_order(merge_streams([read_stream_file(p, stream) for p in paths]))
+        return paths
+    return [spec_path]
 
 
 def merge_streams(sources: list[Iterator[Event | EventError]]) -> Iterator[Event | EventError]:

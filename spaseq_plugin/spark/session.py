@@ -65,6 +65,15 @@ def spark_session(master: str | None = None):
     return _session
 
 
+def task_failure(error: Exception) -> SpaseqError:
+    """A Spark job's failure as a user-facing error: the Python exception's last line."""
+    text = str(error)
+    lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("at ")]
+    python = [line for line in lines if re.match(r"^[A-Za-z_.]*(Error|Exception)\b.*:", line)]
+    detail = (python or lines or [type(error).__name__])[-1]
+    return SpaseqError(f"a Spark task failed: {detail}")
+
+
 def stop_spark() -> None:
     """Stop the shared session (the JVM stays for the next one)."""
     global _session, _master

@@ -1,0 +1,433 @@
+"""``spaseq run --engine spark``: a query over archived streams, in parallel.
+
+The streaming engine reads one time-ordered sequence of events; an archive
+can instead be cut into pieces that are evaluated independently, each by
+the same NFA engine, as long as every match lies wholly inside one piece
+and is reported by exactly one.  Two cuts have that property
+(semantics.md sections 7 and 8):
+
+**By time, with an overlap of the window.**  Under ``WITHIN ω`` a match
+depends only on the events in ``[τ_first, τ_first + ω]``: its own events
+lie there (``τ_last − τ_first ≤ ω``), and so does everything that can
+veto it: the events between two atoms for ``,`` ``;`` and negation, and
+``(τ_prev, τ_first + ω]`` for a trailing negation.  Events before
+``τ_first`` never matter, because a new run may start at every event
+(nothing is consumed).  So piece ``k`` owns the matches whose first event
+lies in ``[lo_k, hi_k)`` and reads the events of ``[lo_k, hi_k + ω]``; a
+match it finds that starts at or after ``hi_k`` belongs to the next piece
+and is dropped here (the overlap's duplicates never reach the output).
+``TUMBLING`` windows are cut exactly at window boundaries: no overlap.
+The cuts are chosen at quantiles of the events' times, and never closer
+than twice the window, so the overlap costs at most half again.
+
+**By PARTITION BY key.**  Each key's sub-stream is independent (section
+8): contiguity and skipping are judged among its events only.  An event
+goes to the piece of every key it belongs to (``hash(key) mod pieces``,
+with a hash that is the same in every process); a piece keeps the matches
+of its own keys.  This is the only cut for a query without ``WITHIN``;
+such a query without PARTITION BY runs as one piece.
+
+Stages: (1) every stream file is read by one task with the streaming
+engine's own reader (the same rejects, with file and line), its events
+kept as N-Triples bytes; (2) each event is sent to the pieces that need it
+and each piece runs the engine on its events in time order (stable by
+``--stream`` order, then file order, then file position, as the streaming
+merge); (3) results are sorted by (match time, first event time), and
+DISTINCT and CONSTRUCT's graph numbering are applied once, on the driver.
+"""
+
+from __future__ import annotations
+
+import bisect
+import dataclasses
+import itertools
+import os
+import time as clock
+import zlib
+from dataclasses import dataclass
+from typing import Callable, Iterable, Iterator
+
+import pyoxigraph as ox
+
+from ..compiler import CompiledQuery, compile_query
+from ..engine import Engine, RunStats
+from ..errors import EventError, SpaseqError
+from ..events import Event, Time
+from ..gpm_spectra import SpectraEvaluator
+from ..kb import KnowledgeBase, _scheme, split_graph_spec
+from ..results import Result
+from ..runtime import Match
+from ..streams.files import read_manifest, read_ntriples_chunks, read_stream_file, stream_file_paths
+from .session import spark_session, task_failure
+
+_MATCH_GRAPH = "urn:spaseq:match:"
+MIN_PIECE_WINDOWS = 2          # a piece spans at least this many windows (overlap <= 1/2)
+TIME_SAMPLE = 100_000          # event times sampled to place the cuts
+
+
+@dataclass(frozen=True)
+class Source:
+    """One unit of reading: a stream file, or a manifest's N-Triples file."""
+    index: int                     # the merge order of the streaming engine
+    stream: str
+    path: str
+    triples_per_event: int = 0     # > 0: a manifest's N-Triples file
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    """An event between stages: its triples as N-Triples bytes (cheap to ship)."""
+    time: Time
+    source: int
+    seq: int
+    stream: str
+    is_datetime: bool
+    name: str | None
+    position: str | None
+    triples: bytes
+
+    def sort_key(self) -> tuple:
+        return self.time, self.source, self.seq
+
+    def event(self) -> Event:
+        triples = tuple(ox.parse(self.triples, ox.RdfFormat.N_TRIPLES)) if self.triples else ()
+        name = None
+        if self.name is not None:
+            name = ox.BlankNode(self.name[2:]) if self.name.startswith("_:") else ox.NamedNode(self.name[1:-1])
+        return Event(self.stream, self.time, triples, name, self.position, self.is_datetime)
+
+
+@dataclass(frozen=True)
+class Rejected:
+    """A rejected event between stages (EventError itself does not survive pickling)."""
+    position: str | None
+    message: str
+
+
+@dataclass(frozen=True)
+class Cut:
+    """How the archive is cut into pieces (see the module docstring)."""
+    mode: str                      # "time", "key" or "single"
+    pieces: int
+    bounds: tuple = ()             # time: the lower bounds lo_1 .. lo_{n-1} (lo_0 = -inf)
+    window: Time | None = None     # time: the overlap
+    partition_by: tuple = ()
+
+    def targets(self, record: EventRecord, keys: Callable[[], set[tuple]]) -> list[int]:
+        """The pieces that read this event."""
+        if self.mode == "single":
+            return [0]
+        if self.mode == "key":
+            return sorted({key_piece(key, self.pieces) for key in keys()})
+        own = bisect.bisect_right(self.bounds, record.time)
+        first = own
+        if self.window is not None:        # earlier pieces read it as overlap
+            while first > 0 and record.time <= self.bounds[first - 1] + self.window:
+                first -= 1
+        return list(range(first, own + 1))
+
+    def owns(self, piece: int, match: Match) -> bool:
+        """Whether ``piece`` reports this match (exactly one piece does)."""
+        if self.mode == "single":
+            return True
+        if self.mode == "key":
+            return key_piece(tuple(match.mu.get(v) for v in self.partition_by), self.pieces) == piece
+        first = min(e.time for e in match.events)
+        return bisect.bisect_right(self.bounds, first) == piece
+
+
+def key_piece(key: tuple, pieces: int) -> int:
+    """The piece of a PARTITION BY key: a hash that every process computes alike."""
+    return zlib.crc32("\x1f".join(str(term) for term in key).encode()) % pieces
+
+
+def plan_cut(compiled: CompiledQuery, times: list[Time], first: Time, last: Time,
+             pieces: int, start: Time | None, min_piece_windows: int = MIN_PIECE_WINDOWS) -> Cut:
+    """Choose the cut: time ranges when the query has a window, else PARTITION BY keys."""
+    nfa = compiled.automaton
+    window = nfa.window
+    if window is None or pieces <= 1 or first == last:
+        if compiled.query.partition_by and pieces > 1:
+            return Cut("key", pieces, partition_by=tuple(compiled.query.partition_by))
+        return Cut("single", 1)
+    if nfa.tumbling:
+        t0 = start if start is not None else first
+        windows = (last - t0) // window + 1
+        per_piece = max(1, -(-windows // pieces))
+        bounds = tuple(t0 + k * per_piece * window for k in range(1, -(-windows // per_piece)))
+        return Cut("time", len(bounds) + 1, bounds)
+    ordered = sorted(times)
+    bounds: list[Time] = []
+    for k in range(1, pieces):
+        candidate = ordered[len(ordered) * k // pieces]
+        lower = bounds[-1] if bounds else first
+        wide = min_piece_windows * window
+        if candidate > lower and candidate - lower >= wide and last - candidate >= wide:
+            bounds.append(candidate)
+    if not bounds:
+        return Cut("single", 1)
+    return Cut("time", len(bounds) + 1, tuple(bounds), window)
+
+
+# -- stage 1: reading (one task per source) -------------------------------------------------
+
+def read_source(source: Source) -> Iterator[EventRecord | Rejected]:
+    """A source's events as records, with the streaming reader's rejects."""
+    if source.triples_per_event:
+        items = read_ntriples_chunks(source.path, source.stream, source.triples_per_event)
+    else:
+        items = read_stream_file(source.path, source.stream)
+    seq = 0
+    for item in items:
+        if isinstance(item, EventError):
+            yield Rejected(item.position, item.message)
+            continue
+        payload = ox.serialize(item.triples, format=ox.RdfFormat.N_TRIPLES) if item.triples else b""
+        yield EventRecord(item.time, source.index, seq, item.stream, item.is_datetime,
+                          None if item.name is None else str(item.name), item.position, payload)
+        seq += 1
+
+
+def archived_sources(compiled: CompiledQuery, streams: list[tuple[str, str]],
+                     manifests: list[str]) -> list[Source]:
+    """The sources of ``--stream IRI=LOCATION`` pairs (files, globs, folders) and manifests,
+    numbered in the streaming engine's merge order."""
+    sources: list[Source] = []
+    for iri, location in streams:
+        for path in stream_file_paths(location):
+            sources.append(Source(len(sources), iri, os.path.abspath(path)))   # workers have their own cwd
+    for manifest in manifests:
+        entries = read_manifest(manifest)
+        if len({stream for stream, _, _ in entries}) != len(entries):
+            raise SpaseqError(f"{manifest}: several files feed one stream (renumbered in arrival order); "
+                              "--engine spark reads one file per manifest stream")
+        for stream, path, count in entries:
+            sources.append(Source(len(sources), stream, os.path.abspath(path), count))
+    return sources
+
+
+# -- stage 2: evaluation (one task per piece) -----------------------------------------------
+
+@dataclass
+class PieceOutput:
+    """What one piece sends back: its owned results (sorted later) and its engine's rejects."""
+    results: list[tuple[tuple, Result]]
+    rejections: list[tuple[str | None, str]]
+    peak_runs: int
+    matches: int
+
+
+class _PieceEngine(Engine):
+    """The engine of one piece: keeps only the matches the piece owns, and leaves
+    DISTINCT to the driver (a duplicate may first appear in a match another piece owns)."""
+
+    def __init__(self, compiled, kb, cut: Cut, piece: int, start: Time | None):
+        super().__init__(compiled, kb=kb, start=start)
+        self.projector.distinct_seen = None
+        self.cut, self.piece = cut, piece
+        self.owned: list[tuple[tuple, Result]] = []
+
+    def _on_match(self, match: Match) -> None:
+        if not self.cut.owns(self.piece, match):
+            return
+        self.stats.matches += 1
+        result = self.projector.project(match)
+        first = min(e.time for e in match.events)
+        events = tuple(dataclasses.replace(e, triples=()) for e in result.events)  # shipped light
+        self.owned.append(((result.time, first, self.piece, len(self.owned)),
+                           dataclasses.replace(result, events=events)))
+
+
+_WORKER_CACHE: dict[tuple, object] = {}
+
+
+def _cached(key: tuple, make: Callable[[], object]):
+    """Compiled queries and KBs, made once per Python worker (workers are reused)."""
+    value = _WORKER_CACHE.get(key)
+    if value is None:
+        value = _WORKER_CACHE[key] = make()
+    return value
+
+
+def evaluate_piece(piece: int, records: Iterable[EventRecord], query_text: str, kb_specs: tuple,
+                   cut: Cut, start: Time | None) -> PieceOutput:
+    compiled = _cached(("query", query_text), lambda: compile_query(query_text))
+    kb = _cached(("kb", kb_specs), lambda: KnowledgeBase.from_specs(list(kb_specs))) if kb_specs else None
+    engine = _PieceEngine(compiled, kb, cut, piece, start)
+    for record in sorted(records, key=EventRecord.sort_key):
+        engine.push_event(record.event())
+    engine.close()
+    rejections = [(e.position, e.message) for e in engine.stats.rejections]
+    return PieceOutput(engine.owned, rejections, engine.stats.peak_runs, engine.stats.matches)
+
+
+def event_keys(query_text: str, kb_specs: tuple, record: EventRecord) -> set[tuple]:
+    """The PARTITION BY keys an event belongs to (semantics.md section 8)."""
+    compiled = _cached(("query", query_text), lambda: compile_query(query_text))
+    kb = _cached(("kb", kb_specs), lambda: KnowledgeBase.from_specs(list(kb_specs))) if kb_specs else None
+    evaluator = _cached(("keys", query_text, kb_specs), lambda: SpectraEvaluator(kb))
+    event = record.event()
+    keys = set()
+    for gpm in compiled.placement:
+        if event.stream in gpm.streams:
+            for solution in evaluator.evaluate(gpm, event, [{}])[0]:
+                key = tuple(solution.get(v) for v in compiled.query.partition_by)
+                if None not in key:
+                    keys.add(key)
+    return keys
+
+
+# -- the driver ---------------------------------------------------------------------------
+
+@dataclass
+class SparkRunReport:
+    """What the stages did, for the summary line."""
+    sources: int = 0
+    pieces: int = 0
+    mode: str = ""
+    read_seconds: float = 0.0
+    evaluate_seconds: float = 0.0
+    replicated: int = 0            # event copies sent to more than one piece
+
+
+class SparkRun:
+    """Evaluates one query over archived sources on Spark; iterate :meth:`results`."""
+
+    def __init__(self, compiled: CompiledQuery, query_text: str, sources: list[Source],
+                 kb_specs: list[str], *, master: str | None = None, pieces: int | None = None,
+                 start: Time | None = None, on_reject: Callable[[EventError], None] | None = None,
+                 progress: Callable[[str], None] | None = None, min_piece_windows: int = MIN_PIECE_WINDOWS):
+        self.compiled = compiled
+        self.query_text = query_text
+        self.sources = sources
+        self.kb_specs = tuple(absolute_kb_spec(spec) for spec in kb_specs)
+        self.master = master
+        self.requested_pieces = pieces
+        self.min_piece_windows = min_piece_windows      # correctness never depends on it: only cost
+        self.start = start
+        self.on_reject = on_reject
+        self.progress = progress or (lambda text: None)
+        self.stats = RunStats()
+        self.report = SparkRunReport(sources=len(sources))
+
+    def results(self) -> Iterator[Result]:
+        try:
+            yield from self._results()
+        except SpaseqError:
+            raise
+        except Exception as e:          # Py4J/PySpark errors of a failed job
+            if type(e).__module__.startswith(("pyspark", "py4j")):
+                raise task_failure(e) from None
+            raise
+
+    def _results(self) -> Iterator[Result]:
+        spark = spark_session(self.master)
+        context = spark.sparkContext
+        pieces = self.requested_pieces or 4 * context.defaultParallelism
+        started = clock.perf_counter()
+        read = context.parallelize(self.sources, max(1, len(self.sources))).flatMap(read_source)
+        read.persist()
+        try:
+            for rejected in read.filter(lambda item: isinstance(item, Rejected)).collect():
+                self._reject(rejected.position, rejected.message)
+            records = read.filter(lambda item: isinstance(item, EventRecord))
+            summary = records.map(lambda r: (1, len(r.triples) and r.triples.count(b"\n"), r.time, r.time)) \
+                .fold((0, 0, None, None), _combine_summary)
+            count, triples, first, last = summary
+            self.report.read_seconds = clock.perf_counter() - started
+            self.progress(f"read {count:,} events from {len(self.sources)} file"
+                          f"{'s' * (len(self.sources) != 1)} in {self.report.read_seconds:.1f} s")
+            if not count:
+                return
+            times = []
+            if self.compiled.automaton.window is not None and not self.compiled.automaton.tumbling:
+                sample = records.map(lambda r: r.time)       # the cuts lie at quantiles of time
+                if count > TIME_SAMPLE:
+                    sample = sample.sample(False, TIME_SAMPLE / count, seed=1)
+                times = sample.collect()
+            start = self.start
+            if start is None and self.compiled.automaton.tumbling:
+                start = first          # the streaming engine's t0: the first event
+            cut = plan_cut(self.compiled, times, first, last, pieces, start, self.min_piece_windows)
+            self.report.pieces, self.report.mode = cut.pieces, cut.mode
+            query_text, kb_specs = self.query_text, self.kb_specs
+            evaluated = clock.perf_counter()
+
+            def route(record: EventRecord):
+                return [(piece, record) for piece in
+                        cut.targets(record, lambda: event_keys(query_text, kb_specs, record))]
+
+            def evaluate(piece_records):
+                items = list(piece_records)
+                if not items:
+                    return []
+                piece = items[0][0]
+                return [evaluate_piece(piece, (r for _, r in items), query_text, kb_specs, cut, start)]
+
+            routed = records.flatMap(route)
+            outputs = routed.partitionBy(cut.pieces, lambda piece: piece).mapPartitions(evaluate).collect()
+            self.report.evaluate_seconds = clock.perf_counter() - evaluated
+        finally:
+            read.unpersist()
+        rejected = set()
+        for output in outputs:
+            self.stats.peak_runs = max(self.stats.peak_runs, output.peak_runs)
+            self.stats.matches += output.matches
+            for position, message in output.rejections:
+                if (position, message) not in rejected:
+                    rejected.add((position, message))
+                    self._reject(position, message)
+        self.stats.events = count - len(rejected)
+        self.stats.triples = triples
+        self.progress(f"evaluated {cut.pieces} piece{'s' * (cut.pieces != 1)} ({_describe_cut(cut)}) "
+                      f"in {self.report.evaluate_seconds:.1f} s")
+        yield from self._final(sorted(itertools.chain.from_iterable(o.results for o in outputs),
+                                      key=lambda item: item[0]))
+
+    def _final(self, ordered: list[tuple[tuple, Result]]) -> Iterator[Result]:
+        """DISTINCT and CONSTRUCT graph numbers, once over the whole output."""
+        seen: set | None = set() if self.compiled.query.distinct else None
+        number = itertools.count(1)
+        for _, result in ordered:
+            if seen is not None and result.bindings is not None:
+                key = frozenset(result.bindings.items())
+                if key in seen:
+                    continue
+                seen.add(key)
+            if result.graph is not None:
+                result.graph = ox.NamedNode(f"{_MATCH_GRAPH}{next(number)}")
+            self.stats.results += 1
+            yield result
+
+    def _reject(self, position: str | None, message: str) -> None:
+        error = EventError(message, position)
+        self.stats.rejected += 1
+        self.stats.rejections.append(error)
+        if self.on_reject is not None:
+            self.on_reject(error)
+
+
+def absolute_kb_spec(spec: str) -> str:
+    """A ``--kb`` value with its local path made absolute: workers have their own cwd."""
+    scheme = _scheme(spec)
+    if scheme is None:
+        graph, path = split_graph_spec(spec)
+        return f"{graph}={os.path.abspath(path)}" if graph else os.path.abspath(path)
+    location = spec.split(":", 1)[1]
+    if scheme in ("oxigraph", "materialized") and location:
+        return f"{scheme}:{os.path.abspath(location)}"
+    return spec
+
+
+def _combine_summary(a: tuple, b: tuple) -> tuple:
+    def pick(x, y, better):
+        return y if x is None else x if y is None else better(x, y)
+    return a[0] + b[0], a[1] + b[1], pick(a[2], b[2], min), pick(a[3], b[3], max)
+
+
+def _describe_cut(cut: Cut) -> str:
+    if cut.mode == "time":
+        return "time ranges" + (f", overlap {cut.window} s" if cut.window is not None else ", tumbling")
+    if cut.mode == "key":
+        return "by PARTITION BY key"
+    return "one piece: the query has neither a window nor PARTITION BY" if cut.pieces == 1 else "one piece"

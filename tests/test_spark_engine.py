@@ -1,0 +1,248 @@
+"""``spaseq run --engine spark``: the same results as the streaming engine.
+
+The shared acceptance cases run through the command line on the shared
+local SparkSession (and one through the acceptance runner as a separate
+process, as a user would); random scenarios (the differential tests'
+generator) are written to stream files and evaluated by both engines with
+cuts forced everywhere (``min_piece_windows=0``: correctness must not
+depend on how wide a piece is), so Kleene+, negation, conjunction and
+strict contiguity cross piece boundaries all the time.
+"""
+
+from __future__ import annotations
+
+import collections
+import importlib.machinery
+import importlib.util
+import json
+import os
+import subprocess
+import sys
+import tempfile
+
+import pyoxigraph as ox
+import pytest
+from hypothesis import assume, given, note, settings
+from hypothesis import strategies as st
+
+from spaseq_plugin import Engine, QueryError, compile_query
+from spaseq_plugin.cli import main
+from spaseq_plugin.events import PROV_GENERATED_AT, Event
+from spaseq_plugin.reference import reference_evaluate
+from spaseq_plugin.spark.engine import Cut, SparkRun, archived_sources, key_piece, plan_cut
+
+from shared_paths import ACCEPTANCE, CASES
+from test_differential import STREAMS, result_key, scenarios, to_events
+
+CASE_DIRS = sorted(p for p in CASES.iterdir() if (p / "case.json").exists()) if CASES.is_dir() else []
+SPARK_EXAMPLES = int(os.environ.get("SPASEQ_SPARK_EXAMPLES", "40"))
+
+
+@pytest.fixture(autouse=True)
+def _shared_master(spark, monkeypatch):
+    """The CLI's default master resolves to the shared session's."""
+    monkeypatch.setenv("SPARK_MASTER", spark.sparkContext.master)
+
+
+def write_stream_files(events: list[Event], folder: str) -> dict[str, str]:
+    """One N-Quads file per stream; the timestamps in the default graph."""
+    by_stream: dict[str, list[ox.Quad]] = {}
+    for event in events:
+        quads = by_stream.setdefault(event.stream, [])
+        quads.append(ox.Quad(event.name, PROV_GENERATED_AT, ox.Literal(str(event.time), datatype=ox.NamedNode(
+            "http://www.w3.org/2001/XMLSchema#integer"))))
+        quads += [ox.Quad(t.subject, t.predicate, t.object, event.name) for t in event.triples]
+    paths = {}
+    for n, (stream, quads) in enumerate(sorted(by_stream.items())):
+        paths[stream] = os.path.join(folder, f"s{n}.nq")
+        with open(paths[stream], "wb") as f:
+            f.write(ox.serialize(quads, format=ox.RdfFormat.N_QUADS))
+    return paths
+
+
+def spark_results(compiled, query: str, events: list[Event], *, start=None, pieces=4) -> list:
+    with tempfile.TemporaryDirectory() as folder:
+        paths = write_stream_files(events, folder)
+        sources = archived_sources(compiled, sorted(paths.items()), [])
+        run = SparkRun(compiled, query, sources, [], pieces=pieces, start=start, min_piece_windows=0)
+        return list(run.results())
+
+
+# -- random scenarios ---------------------------------------------------------------------
+
+@settings(max_examples=SPARK_EXAMPLES)
+@given(scenarios(), st.sampled_from([2, 3, 5]))
+def test_spark_equals_streaming_engine(scenario, pieces):
+    note(repr(scenario))
+    try:
+        compiled = compile_query(scenario.query)
+    except QueryError:
+        assume(False)
+        return
+    events = [e for e in to_events(scenario.events) if e.stream in compiled.streams]
+    expected = collections.Counter(result_key(r) for r in Engine(compiled, start=scenario.start).run(events))
+    assert expected == collections.Counter(
+        result_key(r) for r in reference_evaluate(compiled, events, start=scenario.start))
+    got = collections.Counter(result_key(r) for r in
+                              spark_results(compiled, scenario.query, events, start=scenario.start, pieces=pieces))
+    assert got == expected, (f"spark differs\n  missing: {sorted((expected - got).elements())}"
+                             f"\n  extra: {sorted((got - expected).elements())}")
+
+
+# -- boundaries, chosen by hand -----------------------------------------------------------
+
+EX = "http://example/"
+
+
+def kind_events(spec: str) -> list[Event]:
+    """``"a@1 b@2 ..."``: events of one stream, each ``:eN :kind "k"``."""
+    out = []
+    for n, item in enumerate(spec.split(), 1):
+        kind, time = item.split("@")
+        s = ox.NamedNode(f"{EX}e{n}")
+        out.append(Event(STREAMS[0], int(time), (ox.Triple(s, ox.NamedNode(EX + "kind"), ox.Literal(kind)),),
+                         ox.NamedNode(f"{EX}g{n}")))
+    return out
+
+
+def query(seq: str, within: str = "WITHIN 3 SECONDS", head: str = "SELECT *") -> str:
+    gpms = "\n".join(f'  DEFINE GPM {k.upper()} ON S1 {{ ?{k} <{EX}kind> "{k}" }}' for k in "abcd"
+                      if k.upper() in seq)
+    return f"{head}\n{within}\nFROM STREAM S1 <{STREAMS[0]}>\nWHERE {{\n  SEQ ({seq})\n{gpms}\n}}"
+
+
+@pytest.mark.parametrize("seq", ["A , B", "A ; B+ ; C", "A : B+ , C", "A ; B! ; C", "A ; C!", "A , (B & C)",
+                                 "A ; B? ; C", "(A | B) , C"])
+def test_matches_across_every_boundary(seq):
+    events = kind_events("a@1 b@2 c@3 a@4 b@5 b@6 c@7 a@8 c@9 b@10 a@11 b@12 c@13 d@14 a@15 b@16")
+    text = query(seq)
+    compiled = compile_query(text)
+    expected = collections.Counter(result_key(r) for r in Engine(compiled).run(events))
+    for pieces in (3, 16):
+        got = collections.Counter(result_key(r) for r in spark_results(compiled, text, events, pieces=pieces))
+        assert got == expected, (seq, pieces)
+    assert expected or seq == "A , (B & C)"
+
+
+def test_distinct_and_construct_numbering_are_global():
+    events = kind_events("a@1 b@2 a@3 b@4 a@5 b@6 a@7 b@8")
+    distinct = query("A ; B", head="SELECT DISTINCT ?b")
+    compiled = compile_query(distinct)
+    got = [result_key(r) for r in spark_results(compiled, distinct, events, pieces=4)]
+    assert got == [result_key(r) for r in Engine(compiled).run(events)]
+    construct = query("A ; B", head=f"CONSTRUCT {{ ?a <{EX}then> ?b }}")
+    compiled = compile_query(construct)
+    graphs = [str(r.graph) for r in spark_results(compiled, construct, events, pieces=4)]
+    assert graphs == [f"<urn:spaseq:match:{n}>" for n in range(1, 5)]
+
+
+def test_cut_by_time_places_overlap_and_ownership():
+    compiled = compile_query(query("A ; B", within="WITHIN 2 SECONDS"))
+    cut = plan_cut(compiled, list(range(0, 100)), 0, 99, 4, None)
+    assert cut.mode == "time" and cut.bounds == (25, 50, 75) and cut.window == 2
+    record = type("R", (), {"time": 51})
+    assert cut.targets(record, set) == [1, 2]           # own piece 2, and piece 1's overlap [50, 52]
+    record.time = 53
+    assert cut.targets(record, set) == [2]
+
+
+PARTITIONED = """PREFIX : <http://example/>
+SELECT ?l ?a ?b
+PARTITION BY (?l)
+FROM STREAM S1 <http://example.org/s1>
+WHERE { SEQ (A , B)
+  DEFINE GPM A ON S1 { ?a :kind "a" ; :loc ?l }
+  DEFINE GPM B ON S1 { ?b :kind "b" ; :loc ?l } }"""
+
+
+def test_cut_by_key_without_window_and_one_piece_otherwise():
+    assert plan_cut(compile_query(PARTITIONED), [], 0, 10, 4, None).mode == "key"
+    assert plan_cut(compile_query(query("A ; B", within="")), [], 0, 10, 4, None) == Cut("single", 1)
+    key = (ox.NamedNode(EX + "x"),)
+    assert key_piece(key, 7) == key_piece((ox.NamedNode(EX + "x"),), 7)     # no per-process hash seed
+
+
+def test_partition_by_key_equals_streaming(tmp_path):
+    text = PARTITIONED
+    events = []
+    for n in range(1, 41):
+        s = ox.NamedNode(f"{EX}e{n}")
+        triples = (ox.Triple(s, ox.NamedNode(EX + "kind"), ox.Literal("ab"[n % 3 % 2])),
+                   ox.Triple(s, ox.NamedNode(EX + "loc"), ox.NamedNode(f"{EX}L{n % 4}")))
+        events.append(Event(STREAMS[0], n, triples, ox.NamedNode(f"{EX}g{n}")))
+    compiled = compile_query(text)
+    expected = collections.Counter(result_key(r) for r in Engine(compiled).run(events))
+    assert expected
+    got = collections.Counter(result_key(r) for r in spark_results(compiled, text, events, pieces=3))
+    assert got == expected
+
+
+# -- the command line -------------------------------------------------------------------
+
+def _load_runner():
+    loader = importlib.machinery.SourceFileLoader("acceptance_run", str(ACCEPTANCE / "run"))
+    spec = importlib.util.spec_from_loader("acceptance_run", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+@pytest.mark.skipif(not CASE_DIRS, reason="../shared/acceptance is absent")
+@pytest.mark.parametrize("case", CASE_DIRS, ids=lambda p: p.name)
+def test_acceptance_case_on_spark(case, capsys, monkeypatch):
+    """The acceptance runner's own comparison, on ``spaseq run ... --engine spark`` run in-process."""
+    runner = _load_runner()
+    spec = json.loads((case / "case.json").read_text())
+    argv = ["run", spec["query"]] + [a for alias, f in spec["streams"].items() for a in ("--stream", f"{alias}={f}")]
+    argv += (["--kb", spec["kb"]] if spec.get("kb") else []) + spec.get("args", [])
+    argv += ["--engine", "spark", "--spark-pieces", "3", "--format", "jsonl"]
+    monkeypatch.chdir(case)
+    status = main(argv)
+    out, err = capsys.readouterr()
+    if "expect_error" in spec:
+        assert status == spec["expect_error"]["exit"]
+        assert all(s.lower() in err.lower() for s in spec["expect_error"].get("stderr_contains", []))
+        return
+    assert status == 0, err
+    got = collections.Counter(runner.row_key(json.loads(line)["time"], json.loads(line)["bindings"],
+                                             runner.output_term) for line in out.splitlines() if line.strip())
+    want = collections.Counter(runner.row_key(r["time"], r["bindings"], runner.expected_term)
+                               for r in spec["expected"])
+    assert got == want
+
+
+@pytest.mark.skipif(not CASE_DIRS, reason="../shared/acceptance is absent")
+def test_acceptance_runner_with_engine_spark():
+    """As a user runs it: the runner starts ``spaseq run --engine spark`` (its own Spark) per case."""
+    case = next(p for p in CASE_DIRS if p.name == "paper-ex9-kleene")
+    proc = subprocess.run(
+        [sys.executable, str(ACCEPTANCE / "run"), "--cmd", f"{sys.executable} -m spaseq_plugin.cli",
+         "--extra", "--engine spark --spark-master local[1]", str(case)],
+        capture_output=True, text=True, timeout=300)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    assert "1 passed, 0 failed" in proc.stdout
+
+
+def test_live_sources_are_refused(tmp_path, capsys):
+    query_file = tmp_path / "q.rq"
+    query_file.write_text(query("A ; B"))
+    assert main(["run", str(query_file), "--stream", "S1=tcp://localhost:9", "--engine", "spark"]) == 2
+    assert "archived stream files" in capsys.readouterr().err
+    assert main(["run", str(query_file), "--stream", "S1=x.nq", "--rate", "1", "--engine", "spark"]) == 2
+
+
+def test_rejects_are_counted_once(tmp_path, capsys):
+    """A bad event inside an overlap is read by two pieces: reported once."""
+    events = kind_events("a@1 b@2 a@3 b@4 a@5 b@6 a@7 b@8")
+    paths = write_stream_files(events, str(tmp_path))
+    with open(paths[STREAMS[0]], "a") as f:
+        f.write(f'<{EX}bad> <{EX}kind> "x" <{EX}gbad> .\n')       # a graph without a timestamp
+        f.write(f'<{EX}g4> <{PROV_GENERATED_AT.value}> "9"^^<http://www.w3.org/2001/XMLSchema#integer> .\n')
+    query_file = tmp_path / "q.rq"
+    query_file.write_text(query("A ; B"))
+    status = main(["run", str(query_file), "--stream", f"S1={paths[STREAMS[0]]}", "--engine", "spark",
+                   "--spark-pieces", "4"])
+    out, err = capsys.readouterr()
+    assert status == 0, err
+    assert len(out.splitlines()) == 4
+    assert "2 rejected" in err and err.count("rejected event:") == 2
