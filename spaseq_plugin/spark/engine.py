@@ -249,10 +249,17 @@ def _cached(key: tuple, make: Callable[[], object]):
     return value
 
 
+def _worker_kb(kb_specs: tuple) -> KnowledgeBase | None:
+    """The KB of ``--kb`` values (with their files' stamps: a changed file is read again)."""
+    if not kb_specs:
+        return None
+    return _cached(("kb", kb_specs), lambda: KnowledgeBase.from_specs([spec for spec, _ in kb_specs]))
+
+
 def evaluate_piece(piece: int, records: Iterable[EventRecord], query_text: str, kb_specs: tuple,
                    cut: Cut, start: Time | None) -> PieceOutput:
     compiled = _cached(("query", query_text), lambda: compile_query(query_text))
-    kb = _cached(("kb", kb_specs), lambda: KnowledgeBase.from_specs(list(kb_specs))) if kb_specs else None
+    kb = _worker_kb(kb_specs)
     engine = _PieceEngine(compiled, kb, cut, piece, start)
     for record in sorted(records, key=EventRecord.sort_key):
         engine.push_event(record.event())
@@ -264,7 +271,7 @@ def evaluate_piece(piece: int, records: Iterable[EventRecord], query_text: str, 
 def event_keys(query_text: str, kb_specs: tuple, record: EventRecord) -> set[tuple]:
     """The PARTITION BY keys an event belongs to (semantics.md section 8)."""
     compiled = _cached(("query", query_text), lambda: compile_query(query_text))
-    kb = _cached(("kb", kb_specs), lambda: KnowledgeBase.from_specs(list(kb_specs))) if kb_specs else None
+    kb = _worker_kb(kb_specs)
     evaluator = _cached(("keys", query_text, kb_specs), lambda: SpectraEvaluator(kb))
     event = record.event()
     keys = set()
@@ -300,7 +307,7 @@ class SparkRun:
         self.compiled = compiled
         self.query_text = query_text
         self.sources = sources
-        self.kb_specs = tuple(absolute_kb_spec(spec) for spec in kb_specs)
+        self.kb_specs = tuple(_stamped(absolute_kb_spec(spec)) for spec in kb_specs)
         self.master = master
         self.requested_pieces = pieces
         self.min_piece_windows = min_piece_windows      # correctness never depends on it: only cost
@@ -417,6 +424,16 @@ def absolute_kb_spec(spec: str) -> str:
     if scheme in ("oxigraph", "materialized") and location:
         return f"{scheme}:{os.path.abspath(location)}"
     return spec
+
+
+def _stamped(spec: str) -> tuple[str, tuple]:
+    """A ``--kb`` value with the modification stamp of the path it names, if local."""
+    path = spec.split(":", 1)[1] if _scheme(spec) else split_graph_spec(spec)[1]
+    try:
+        stat = os.stat(path)
+    except OSError:
+        return spec, ()
+    return spec, (stat.st_mtime_ns, stat.st_size)
 
 
 def _combine_summary(a: tuple, b: tuple) -> tuple:
