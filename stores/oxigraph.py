@@ -6,6 +6,7 @@ A built-in plugin: it registers the ``oxigraph`` scheme through the same
 
 from __future__ import annotations
 
+import bz2
 import gzip
 import os
 
@@ -22,15 +23,24 @@ RDF_FORMATS = {
     ".ttl": ox.RdfFormat.TURTLE, ".n3": ox.RdfFormat.TURTLE, ".rdf": ox.RdfFormat.RDF_XML,
     ".owl": ox.RdfFormat.RDF_XML, ".xml": ox.RdfFormat.RDF_XML,
 }
+COMPRESSED = {".gz": gzip.open, ".bz2": bz2.open}
 
 
 def rdf_format(path: str) -> ox.RdfFormat:
-    """The RDF syntax of a file, by its extension (``.gz`` looked through)."""
-    name = path[:-3] if path.endswith(".gz") else path
+    """The RDF syntax of a file, by its extension (``.gz`` and ``.bz2`` looked through)."""
+    name, compression = os.path.splitext(path)
+    if compression.lower() not in COMPRESSED:
+        name = path
     fmt = RDF_FORMATS.get(os.path.splitext(name)[1].lower())
     if fmt is None:
-        raise SpaseqError(f"{path}: unknown RDF file type (use .trig .nq .nt .ttl .rdf, or .gz)")
+        raise SpaseqError(f"{path}: unknown RDF file type (use .trig .nq .nt .ttl .rdf, or .gz, .bz2)")
     return fmt
+
+
+def open_rdf_file(path: str):
+    """A binary stream of an RDF file, decompressed when it ends in .gz or .bz2."""
+    opener = COMPRESSED.get(os.path.splitext(path)[1].lower(), open)
+    return opener(path, "rb")
 
 
 class OxigraphKB(KnowledgeBase):
@@ -59,10 +69,9 @@ class OxigraphKB(KnowledgeBase):
         if graph and fmt in (ox.RdfFormat.TRIG, ox.RdfFormat.N_QUADS):
             raise SpaseqError(f"{path}: IRI=PATH puts triples into one graph; this file names its own")
         try:
-            opener = gzip.open if path.endswith(".gz") else open
-            with opener(path, "rb") as f:
+            with open_rdf_file(path) as f:
                 self.store.bulk_load(f, fmt, to_graph=ox.NamedNode(graph) if graph else None)
-        except (OSError, SyntaxError, ValueError) as e:
+        except (OSError, SyntaxError, ValueError, EOFError) as e:
             raise SpaseqError(f"cannot load KB file {path}: {e}") from None
 
     def graph_names(self) -> list[str]:

@@ -1,0 +1,256 @@
+"""``spaseq kb load``: dumps of every kind in-process and with ``--spark``, which must give
+the same store content; rejects with file and line; duplicates; ``--only-for``; errors."""
+
+from __future__ import annotations
+
+import bz2
+import gzip
+import random
+
+import pyoxigraph as ox
+import pytest
+
+from spaseq_plugin import cli, kb_commands
+from spaseq_plugin.kb_commands import KeepFilter, blank_node_prefix, expand_inputs, keep_filter_for, parse_lines
+
+EX = "http://example/"
+MASTER = "local[2]"          # the spark fixture's: the CLI reuses that session
+
+
+def nq(s: str, p: str, o: str, g: str | None = None) -> str:
+    graph = f" <{EX}{g}>" if g else ""
+    term = (lambda t: t if t.startswith(("_:", '"')) else f"<{EX}{t}>")
+    return f"{term(s)} {term(p)} {term(o)}{graph} .\n"
+
+
+@pytest.fixture
+def dumps(tmp_path):
+    """Dumps in every input form, with blank nodes (one label in several files), duplicates
+    (in a file and across files) and bad lines (in both halves of a file, so in both of the
+    Spark partitions it is split into)."""
+    root = tmp_path / "dumps"
+    root.mkdir()
+    lines = [nq(f"s{i}", "p", f"o{i}", "g1") for i in range(40)]
+    lines[5] = '<http://example/s5> <http://example/p> "unterminated <http://example/g1> .\n'
+    lines[30] = "<http://example/s30> <http://example/p> <http://example/o30> <http://example/g1>\n"
+    lines[31] = "# a comment, then a blank line\n"
+    lines[32] = "\n"
+    lines += [nq("_:b", "q", "_:c", "g2"), nq("s1", "p", "o1", "g1")]        # a duplicate
+    (root / "plain.nq").write_text("".join(lines))
+    with gzip.open(root / "zipped.nq.gz", "wt") as f:
+        f.write(nq("_:b", "q", "o", "g2") + nq("s2", "p", "o2", "g1") + "garbage\n" + nq("t", "r", '"x"', "g3"))
+    with bz2.open(root / "packed.nt.bz2", "wt") as f:
+        f.write(nq("_:b", "r", "_:b") + nq("u", "p", "v"))
+    folder = root / "folder"
+    (folder / "deeper").mkdir(parents=True)
+    (folder / "one.nt").write_text(nq("w", "p", "x"))
+    (folder / "deeper" / "two.trig").write_text(
+        f"@prefix : <{EX}> .\n:g3 {{ :t :r \"x\" . _:b :q :z . }}\n:g1 {{ :s2 :p :o2 . }}\n")
+    (folder / "_SUCCESS").write_text("")
+    (folder / ".hidden.nt").write_text("not RDF at all\n")
+    (folder / "notes.txt").write_text("not RDF either\n")
+    parts = root / "parts"
+    parts.mkdir()
+    for n in range(3):
+        (parts / f"part-{n}.nq").write_text(nq(f"k{n}", "p", f"v{n}", "g4") + nq("k", "p", "v", "g4"))
+    return [str(root / "plain.nq"), str(root / "zipped.nq.gz"), str(root / "packed.nt.bz2"), str(folder),
+            str(parts / "*.nq")]
+
+
+def load(capsys, *argv: str) -> tuple[int, str]:
+    code = cli.main(["kb", "load", *argv])
+    return code, capsys.readouterr().err
+
+
+def quads_of(spec: str) -> set[ox.Quad]:
+    """The quads of a store on disk, every graph."""
+    scheme, location = spec.split(":", 1)
+    if scheme == "rdflib":
+        name, _, location = location.partition(":")
+        if name != "Oxigraph":
+            from rdflib import Dataset
+            from rdflib.graph import DATASET_DEFAULT_GRAPH_ID
+
+            from spaseq_plugin.rdflib_terms import rdflib_to_ox
+            dataset = Dataset(store=name)
+            dataset.open(location, create=False)
+            try:
+                return {ox.Quad(rdflib_to_ox(s), rdflib_to_ox(p), rdflib_to_ox(o),
+                                ox.DefaultGraph() if g == DATASET_DEFAULT_GRAPH_ID else rdflib_to_ox(g))
+                        for s, p, o, g in dataset.quads((None, None, None, None))}
+            finally:
+                dataset.close()
+    return set(ox.Store.read_only(location))
+
+
+# -- the in-process loader -------------------------------------------------------------------
+
+def test_in_process_load_of_every_input_form(tmp_path, dumps, capsys, monkeypatch):
+    monkeypatch.setattr(kb_commands, "CHUNK_BYTES", 64)     # many chunks: lines cut at chunk ends
+    store = tmp_path / "store"
+    code, err = load(capsys, *dumps, "--into", f"oxigraph:{store}")
+    assert code == 0, err
+    quads = quads_of(f"oxigraph:{store}")
+    b_plain = ox.BlankNode(blank_node_prefix(dumps[0]) + "b")
+    b_zipped = ox.BlankNode(blank_node_prefix(dumps[1]) + "b")
+    assert ox.Quad(b_plain, ox.NamedNode(EX + "q"), ox.BlankNode(blank_node_prefix(dumps[0]) + "c"),
+                   ox.NamedNode(EX + "g2")) in quads
+    assert ox.Quad(b_zipped, ox.NamedNode(EX + "q"), ox.NamedNode(EX + "o"), ox.NamedNode(EX + "g2")) in quads
+    assert ox.Quad(ox.NamedNode(EX + "u"), ox.NamedNode(EX + "p"), ox.NamedNode(EX + "v")) in quads
+    assert ox.Quad(ox.NamedNode(EX + "w"), ox.NamedNode(EX + "p"), ox.NamedNode(EX + "x")) in quads
+    # 36 + 2 good lines of plain.nq, 3 of zipped, 2 + 1 of the N-Triples, 3 of the TriG, 6 of the parts
+    assert "loaded 53 triples from 8 files" in err
+    assert "3 bad lines rejected" in err and "6 duplicates" in err and "47 new in the store" in err
+    assert len(quads) == 47
+    assert "time: read+parse" in err and "Traceback" not in err
+    rejects = (tmp_path / "store.rejects").read_text().splitlines()
+    assert rejects == [
+        f'{dumps[0]}:6:40: Unexpected end of file\t<{EX}s5> <{EX}p> "unterminated <{EX}g1> .',
+        f"{dumps[0]}:31:81: Triples must be followed by a dot\t"
+        "<http://example/s30> <http://example/p> <http://example/o30> <http://example/g1>",
+        f"{dumps[1]}:3:1: The subject of a triple must be an IRI or a blank node\tgarbage",
+    ]
+    # loading again adds nothing and names the blank nodes alike
+    code, err = load(capsys, *dumps, "--into", f"oxigraph:{store}", "--rejects", str(tmp_path / "r.txt"), "-q")
+    assert code == 0 and err == "" and quads_of(f"oxigraph:{store}") == quads
+    assert (tmp_path / "r.txt").read_text().splitlines() == rejects
+
+
+def test_parse_lines_resumes_after_each_bad_line():
+    rng = random.Random(7)
+    bad_kinds = ['<http://a> <http://b> "open', "<http://a> <http://b> <http://c>", "junk",
+                 "<a b> <http://b> <http://c> .", '<http://a> <http://b> "x"@ .',
+                 "<http://a> <http://b> <http://c> . <http://d>"]
+    lines = []
+    for i in range(3000):
+        roll = rng.random()
+        lines.append(rng.choice(bad_kinds) if roll < 0.05 else "" if roll < 0.07 else "# note" if roll < 0.09
+                     else f'<http://s/{i}> <http://p> "{i}\\n" .')
+    expected_quads, expected_bad = [], []
+    for number, line in enumerate(lines, 1):
+        try:
+            expected_quads += list(ox.parse(line, ox.RdfFormat.N_TRIPLES))
+        except SyntaxError:
+            expected_bad.append(number)
+    for form in (lines, [line.encode() for line in lines]):
+        quads, rejects = parse_lines(form, ox.RdfFormat.N_TRIPLES, 1)
+        assert quads == expected_quads
+        assert [r.line for r in rejects] == expected_bad and all(r.text == lines[r.line - 1] for r in rejects)
+    # numbering starts where the chunk does
+    quads, rejects = parse_lines(lines[100:200], ox.RdfFormat.N_TRIPLES, 101)
+    assert [r.line for r in rejects] == [n for n in expected_bad if 101 <= n <= 200]
+
+
+def test_expand_inputs(tmp_path, dumps):
+    files = expand_inputs(dumps + [dumps[0]])
+    assert [f.rsplit("/", 1)[1] for f in files] == [
+        "plain.nq", "zipped.nq.gz", "packed.nt.bz2", "one.nt", "two.trig", "part-0.nq", "part-1.nq", "part-2.nq"]
+
+
+def test_in_process_and_rdflib_berkeleydb_agree(tmp_path, dumps, capsys):
+    pytest.importorskip("berkeleydb")
+    assert load(capsys, *dumps, "--into", f"oxigraph:{tmp_path / 'ox'}")[0] == 0
+    code, err = load(capsys, *dumps, "--into", f"rdflib:BerkeleyDB:{tmp_path / 'bdb'}")
+    assert code == 0, err
+    assert "6 duplicates" in err and "47 new in the store" in err
+    assert (tmp_path / "bdb.rejects").read_text() == (tmp_path / "ox.rejects").read_text()
+    assert quads_of(f"rdflib:BerkeleyDB:{tmp_path / 'bdb'}") == quads_of(f"oxigraph:{tmp_path / 'ox'}")
+
+
+# -- --only-for ------------------------------------------------------------------------------
+
+ONLY_FOR = f"""PREFIX : <{EX}>
+SELECT * WITHIN 10 SECONDS FROM STREAM S <http://stream>
+WHERE {{
+  SEQ (A ; B)
+  DEFINE GPM A ON S {{ ?x :kind ?k . GRAPH :g1 {{ ?x :p ?o }} GRAPH ?g {{ ?o :r/:s ?z }} }}
+  DEFINE GPM B ON S {{ ?y :kind ?k . FILTER EXISTS {{ GRAPH :g4 {{ ?y ?anything ?w }} }} }}
+}}
+"""
+
+
+def test_only_for_keeps_what_graph_patterns_can_match(tmp_path, dumps, capsys):
+    (tmp_path / "q.rq").write_text(ONLY_FOR)
+    keep = keep_filter_for([str(tmp_path / "q.rq")])
+    assert keep == KeepFilter(graphs=frozenset({EX + "g4"}), predicates=frozenset({EX + "r", EX + "s"}),
+                              graph_predicates=frozenset({(EX + "g1", EX + "p")}))
+    store = tmp_path / "store"
+    code, err = load(capsys, *dumps, "--into", f"oxigraph:{store}", "--only-for", str(tmp_path / "q.rq"))
+    assert code == 0, err
+    assert f"--only-for keeps all of <{EX}g4>; <{EX}g1>: <{EX}p>; any graph: <{EX}r>, <{EX}s>" in err
+    quads = quads_of(f"oxigraph:{store}")
+    assert {q.graph_name.value for q in quads} == {EX + "g1", EX + "g3", EX + "g4"}
+    assert {q.predicate.value for q in quads} == {EX + "p", EX + "r"}
+    assert "loaded 53 triples" in err and "47 kept by --only-for" in err
+    code, err = load(capsys, dumps[0], "--into", f"oxigraph:{tmp_path / 's2'}", "--only-for",
+                     str(tmp_path / "missing.rq"))
+    assert code == 1 and "cannot read the query file" in err
+    (tmp_path / "bad.rq").write_text("SELECT nonsense")
+    code, err = load(capsys, dumps[0], "--into", f"oxigraph:{tmp_path / 's2'}", "--only-for",
+                     str(tmp_path / "bad.rq"))
+    assert code == 1 and f"--only-for {tmp_path / 'bad.rq'}: line 1" in err
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+def test_load_errors(tmp_path, dumps, capsys):
+    store = f"oxigraph:{tmp_path / 'store'}"
+    for args, message in [
+        ([str(tmp_path / "nope.nt")], "nope.nt: no such file"),
+        ([str(tmp_path / "*.nq")], "matches no RDF file"),
+        ([str(tmp_path / "dumps" / "parts" / "*.nq"), "--graph", "http://g"], "this file names its own graphs"),
+    ]:
+        code, err = load(capsys, *args, "--into", store)
+        assert code == 1 and message in err and "Traceback" not in err, err
+    (tmp_path / "bad.ttl").write_text(f"@prefix : <{EX}> .\n:a :b :c .\n:a :b \"unterminated .\n")
+    code, err = load(capsys, str(tmp_path / "bad.ttl"), "--into", store)
+    assert code == 1 and f"{tmp_path / 'bad.ttl'}:3:7: Unexpected end of file" in err
+    held = ox.Store(str(tmp_path / "held"))
+    try:
+        code, err = load(capsys, dumps[0], "--into", f"oxigraph:{tmp_path / 'held'}")
+        assert code == 1 and "is open for writing in another process" in err
+    finally:
+        del held
+
+
+def test_spark_that_cannot_start_is_a_clear_error(tmp_path, dumps, capsys, monkeypatch):
+    from spaseq_plugin.errors import SpaseqError
+    from spaseq_plugin.spark import load as spark_load
+
+    def no_spark(master):
+        raise SpaseqError(f"cannot start Spark (master {master}): no Java")
+    monkeypatch.setattr(spark_load, "spark_session", no_spark)
+    code, err = load(capsys, dumps[0], "--into", f"oxigraph:{tmp_path / 's'}", "--spark", "--spark-master", "x")
+    assert code == 1 and "spaseq: error: cannot start Spark (master x): no Java" in err
+
+
+# -- with Spark ------------------------------------------------------------------------------
+
+@pytest.mark.parametrize("target", ["oxigraph", "rdflib:Oxigraph"])
+def test_spark_and_in_process_give_the_same_store(spark, tmp_path, dumps, capsys, target):
+    code, err = load(capsys, *dumps, "--into", f"oxigraph:{tmp_path / 'here'}")
+    assert code == 0, err
+    code, err = load(capsys, *dumps, "--into", f"{target}:{tmp_path / 'spark'}", "--spark",
+                     "--spark-master", MASTER)
+    assert code == 0, err
+    assert quads_of(f"oxigraph:{tmp_path / 'spark'}") == quads_of(f"oxigraph:{tmp_path / 'here'}")
+    assert (tmp_path / "spark.rejects").read_text() == (tmp_path / "here.rejects").read_text()
+    assert "loaded 53 triples from 8 files" in err
+    assert "3 bad lines rejected" in err and "6 duplicates" in err and "47 new in the store" in err
+    for stage in ("read+parse", "dedupe+write parts", "bulk load"):
+        assert f"{stage} " in err
+    assert not list(tmp_path.glob("spaseq-load-*")), "the work directory is removed"
+
+
+def test_spark_only_for_and_whole_file_errors(spark, tmp_path, dumps, capsys):
+    (tmp_path / "q.rq").write_text(ONLY_FOR)
+    for where, extra in (("here", []), ("spark", ["--spark", "--spark-master", MASTER])):
+        code, err = load(capsys, *dumps, "--into", f"oxigraph:{tmp_path / where}", "--only-for",
+                         str(tmp_path / "q.rq"), *extra)
+        assert code == 0 and "47 kept by --only-for" in err, err
+    assert quads_of(f"oxigraph:{tmp_path / 'spark'}") == quads_of(f"oxigraph:{tmp_path / 'here'}")
+    (tmp_path / "bad.ttl").write_text(f"@prefix : <{EX}> .\n:a :b :c .\n:a :b \"unterminated .\n")
+    code, err = load(capsys, dumps[0], str(tmp_path / "bad.ttl"), "--into", f"oxigraph:{tmp_path / 'bad'}",
+                     "--spark", "--spark-master", MASTER)
+    assert code == 1 and f"{tmp_path / 'bad.ttl'}:3:7: Unexpected end of file (nothing was loaded)" in err
+    assert quads_of(f"oxigraph:{tmp_path / 'bad'}") == set()
