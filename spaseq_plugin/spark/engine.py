@@ -112,6 +112,7 @@ class Cut:
     bounds: tuple = ()             # time: the lower bounds lo_1 .. lo_{n-1} (lo_0 = -inf)
     window: Time | None = None     # time: the overlap
     partition_by: tuple = ()
+    why: str = ""                  # single: why the input is not cut
 
     def targets(self, record: EventRecord, keys: Callable[[], set[tuple]]) -> list[int]:
         """The pieces that read this event."""
@@ -146,10 +147,12 @@ def plan_cut(compiled: CompiledQuery, times: list[Time], first: Time, last: Time
     """Choose the cut: time ranges when the query has a window, else PARTITION BY keys."""
     nfa = compiled.automaton
     window = nfa.window
-    if window is None or pieces <= 1 or first == last:
-        if compiled.query.partition_by and pieces > 1:
+    if pieces <= 1:
+        return Cut("single", 1, why="one piece asked for")
+    if window is None:
+        if compiled.query.partition_by:
             return Cut("key", pieces, partition_by=tuple(compiled.query.partition_by))
-        return Cut("single", 1)
+        return Cut("single", 1, why="the query has neither a window nor PARTITION BY")
     if nfa.tumbling:
         t0 = start if start is not None else first
         windows = (last - t0) // window + 1
@@ -165,7 +168,7 @@ def plan_cut(compiled: CompiledQuery, times: list[Time], first: Time, last: Time
         if candidate > lower and candidate - lower >= wide and last - candidate >= wide:
             bounds.append(candidate)
     if not bounds:
-        return Cut("single", 1)
+        return Cut("single", 1, why=f"the input spans less than {2 * max(1, min_piece_windows)} windows")
     return Cut("time", len(bounds) + 1, tuple(bounds), window)
 
 
@@ -447,4 +450,4 @@ def _describe_cut(cut: Cut) -> str:
         return "time ranges" + (f", overlap {cut.window} s" if cut.window is not None else ", tumbling")
     if cut.mode == "key":
         return "by PARTITION BY key"
-    return "one piece: the query has neither a window nor PARTITION BY" if cut.pieces == 1 else "one piece"
+    return f"one piece: {cut.why}"
