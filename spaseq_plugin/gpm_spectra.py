@@ -203,12 +203,15 @@ class SpectraEvaluator:
         join.text = f"SELECT * WHERE {{ %VALUES% GRAPH <{graph}> {{ {body} }} }}"
         if self.kb is None:
             return join                        # no KB: the GRAPH block matches nothing
-        count_text = join.text.replace("%VALUES%", "").replace("SELECT *", "SELECT (COUNT(*) AS ?n)", 1)
-        count = int(next(iter(self.kb.select(count_text)))["n"].value)
-        if count > self.materialize_limit and shared:
-            join.strategy = LOOKUP
-            return join
-        for solution in self.kb.select(join.text.replace("%VALUES%", "")):
+        solutions = _materialized_solutions(self.kb, graph, patterns)
+        if solutions is None:
+            count_text = join.text.replace("%VALUES%", "").replace("SELECT *", "SELECT (COUNT(*) AS ?n)", 1)
+            count = int(next(iter(self.kb.select(count_text)))["n"].value)
+            if count > self.materialize_limit and shared:
+                join.strategy = LOOKUP
+                return join
+            solutions = self.kb.select(join.text.replace("%VALUES%", ""))
+        for solution in solutions:
             row = {v: canonical(t) for v, t in solution.items()}
             join.rows.setdefault(tuple(row[v] for v in shared), []).append(row)
         return join
@@ -371,6 +374,15 @@ def _sparql_pattern(p: _Pattern) -> str:
         is_var, x = part
         return "?" + x if is_var else str(x)
     return f"{show(p.subject)} {p.predicate} {show(p.object)}"
+
+
+def _materialized_solutions(kb: KnowledgeBase, graph: str, patterns: list[_Pattern]):
+    """A GRAPH block's solutions from a KB that keeps them ready (``block_solutions``, e.g.
+    stores/materialized.py, which knows a block by these pattern texts), or None: ask select()."""
+    block_solutions = getattr(kb, "block_solutions", None)
+    if block_solutions is None:
+        return None
+    return block_solutions(graph, [_sparql_pattern(p) for p in patterns])
 
 
 def _join_order(patterns: list[_Pattern], views: list[list]) -> list[int]:

@@ -27,6 +27,7 @@ DEFAULT_PLUGINS = (
     "spaseq_plugin.stores.oxigraph",
     "spaseq_plugin.stores.rdflib_store",
     "spaseq_plugin.stores.sparql_endpoint",
+    "spaseq_plugin.stores.materialized",
     "spaseq_plugin.streams.files",
     "spaseq_plugin.streams.network",
     "spaseq_plugin.streams.mqtt",
