@@ -173,8 +173,16 @@ def _explain(args) -> int:
         print(compiled.automaton.to_dot())
     else:
         kb = KnowledgeBase.from_specs(args.kb) if args.kb else None
+        _check_kb(kb, compiled)
         print(compiled.explain(SpectraEvaluator(kb)))
     return 0
+
+
+def _check_kb(kb: KnowledgeBase | None, compiled: CompiledQuery) -> None:
+    """A KB that can only answer some GRAPH blocks (materialized:) says so before a run."""
+    check = getattr(kb, "check_query", None)
+    if check is not None:
+        check(compiled.gpms.values())
 
 
 def _stream_sources(compiled: CompiledQuery, specs: list[str], manifests: list[str],
@@ -250,7 +258,8 @@ def _run(args) -> int:
         engine = spark = _spark_run(args, compiled, query_text, kb_specs, start, on_reject)
         warnings = query_warnings(compiled, kb)
         if kb is not None:
-            kb.close()          # the pieces open their own
+            _check_kb(kb, compiled)      # here, not in every piece
+            kb.close()                   # the pieces open their own
         results = spark.results()
     else:
         engine = Engine(compiled, kb=kb, start=start, on_reject=on_reject)

@@ -246,3 +246,23 @@ def test_rejects_are_counted_once(tmp_path, capsys):
     assert status == 0, err
     assert len(out.splitlines()) == 4
     assert "2 rejected" in err and err.count("rejected event:") == 2
+
+
+@pytest.mark.skipif(not CASE_DIRS, reason="../shared/acceptance is absent")
+def test_spark_engine_with_a_materialized_kb(tmp_path, capsys, monkeypatch):
+    """``kb materialize`` then ``run --engine spark --kb-materialized``: the streaming engine's results."""
+    case = next(p for p in CASE_DIRS if p.name == "paper-ex10-kb-graph")
+    spec = json.loads((case / "case.json").read_text())
+    dump = tmp_path / "kb.nq"
+    dump.write_bytes(ox.serialize(ox.parse(path=str(case / spec["kb"])), format=ox.RdfFormat.N_QUADS))
+    monkeypatch.chdir(case)
+    assert main(["kb", "materialize", spec["query"], "--dump", str(dump), "--out", str(tmp_path / "blocks"),
+                 "--quiet"]) == 0
+    streams = [a for alias, f in spec["streams"].items() for a in ("--stream", f"{alias}={f}")]
+    capsys.readouterr()
+    assert main(["run", spec["query"], *streams, "--kb", spec["kb"], "--quiet"]) == 0
+    expected = sorted(capsys.readouterr().out.splitlines())
+    assert expected
+    assert main(["run", spec["query"], *streams, "--kb-materialized", str(tmp_path / "blocks"),
+                 "--engine", "spark", "--quiet"]) == 0
+    assert sorted(capsys.readouterr().out.splitlines()) == expected
