@@ -30,7 +30,16 @@ section 2: the GPM under the run's bindings) without a SPARQL query:
 4. **Per run**, the standalone solutions are looked up by the run's values
    of the shared variables (a hash index built once per event and set of
    shared variables), and the stateful filters are checked on each.  So an
-   event that cannot extend a run costs a dictionary lookup.
+   event that cannot extend a run costs a dictionary lookup.  The runtime
+   goes further with :meth:`SpectraEvaluator.solution_keys`: it indexes its
+   waiting runs by those values and never visits a run whose values no
+   standalone solution has.
+
+GPMs with the same plan up to variable names (the V-shape's three GPMs, a
+GPM and its PARTITION BY placement copy) share one standalone evaluation
+per event, renamed.  The last few events' summaries are kept, so a batch
+of simultaneous events (a conjunction) does not summarise them again and
+again.
 
 KB joins: a GRAPH block's solutions are materialised when the plan is made
 (the paper's approach) and indexed by the variables it shares with the
@@ -56,7 +65,7 @@ from .gpm import GpmPattern
 from .gpm_oxigraph import OxigraphEvaluator, Solution, Term
 from .kb import KnowledgeBase
 from .rdflib_terms import rdflib_to_ox, unalias
-from .sparql_values import Unsupported, canonical
+from .sparql_values import Unsupported, canonical, native
 
 MATERIALIZE, LOOKUP = "materialize", "lookup"
 
@@ -67,10 +76,10 @@ class _Pattern:
     subject: tuple[bool, object]
     predicate: ox.NamedNode
     object: tuple[bool, object]
+    vars: frozenset[str] = frozenset()
 
-    @property
-    def vars(self) -> set[str]:
-        return {x for is_var, x in (self.subject, self.object) if is_var}
+    def __post_init__(self):
+        self.vars = frozenset(x for is_var, x in (self.subject, self.object) if is_var)
 
 
 @dataclass(eq=False)
@@ -89,8 +98,24 @@ class Plan:
     local_filters: list[tuple[frozenset[str], object]]     # (vars, keep(row))
     stateful_filters: list[object]
     kb: list[_KbJoin]
-    bound: frozenset[str]                  # variables the plan binds
+    bound: frozenset[str]                  # variables the plan binds (every solution binds them all)
     mentioned: frozenset[str]
+    comparisons: tuple = ()                # stateful conjuncts ?a op ?b, both ways round (see comparisons)
+    shape: tuple = ()                      # equal shapes: same solutions up to variable names
+    names: tuple[str, ...] = ()            # the variables in shape order
+    orders: dict = field(default_factory=dict)   # view sizes -> join steps (see _steps)
+
+
+@dataclass(eq=False, slots=True)
+class _EventState:
+    """What the evaluator knows of one event: its summary and what was solved on it."""
+    views: dict
+    standalone: dict = field(default_factory=dict)    # GpmPattern -> standalone solutions
+    by_shape: dict = field(default_factory=dict)      # plan shape -> (plan, solutions)
+    indexes: dict = field(default_factory=dict)       # (GpmPattern, variables) -> value tuple -> solutions
+
+
+_KEPT_EVENTS = 16         # event summaries kept: more than a batch of simultaneous events needs
 
 
 class SpectraEvaluator:
@@ -103,10 +128,7 @@ class SpectraEvaluator:
         self.materialize_limit = materialize_limit
         self._plans: dict[GpmPattern, Plan | None] = {}
         self._reasons: dict[GpmPattern, str] = {}
-        self._event: Event | None = None
-        self._views: dict[ox.NamedNode, list[tuple]] = {}
-        self._standalone: dict[GpmPattern, list[Solution]] = {}
-        self._indexes: dict[tuple, dict] = {}
+        self._events: dict[Event, _EventState] = {}
         self.fallbacks = 0           # evaluations that went to Oxigraph for a value
 
     @property
@@ -124,15 +146,58 @@ class SpectraEvaluator:
         if plan is None:
             return self.fallback.evaluate(gpm, event, mappings)
         try:
-            if self._event is not event:
-                self._summarise(event)
-            solutions = self._standalone.get(gpm)
-            if solutions is None:
-                solutions = self._standalone[gpm] = self._solve(plan)
-            return [self._extend(gpm, plan, solutions, mapping) for mapping in mappings]
+            state = self._state(event)
+            solutions = self._standalone(gpm, plan, state)
+            return [self._extend(gpm, plan, solutions, mapping, state) for mapping in mappings]
         except Unsupported:
             self.fallbacks += 1
             return self.fallback.evaluate(gpm, event, mappings)
+
+    def certain_variables(self, gpm: GpmPattern) -> frozenset[str] | None:
+        """Variables every solution of ``gpm`` binds (``None``: not known, the GPM goes to Oxigraph)."""
+        plan = self.plan(gpm)
+        return None if plan is None else plan.bound
+
+    def comparisons(self, gpm: GpmPattern) -> tuple[tuple[str, str, str], ...]:
+        """``(?a, op, ?b)`` for each stateful FILTER conjunct ``?a op ?b`` with op one
+        of < <= > >=, written both ways round (``(b, flipped op, a)`` too): a
+        solution is kept only if the conjunct holds, a necessary condition the
+        runtime indexes runs by (with :meth:`order_number`)."""
+        plan = self.plan(gpm)
+        return () if plan is None else plan.comparisons
+
+    @staticmethod
+    def order_number(term: Term) -> float | None:
+        """A float that orders ``term`` as the ordering FILTERs do, up to ties
+        (rounding to float is monotone); ``None`` for what is not a number, or NaN."""
+        try:
+            category, payload = native(canonical(term))
+            if category != "num":
+                return None
+            number = float(payload[1])
+        except (Unsupported, OverflowError):
+            return None
+        return None if number != number else number
+
+    @staticmethod
+    def mapping_key(mapping: Mapping[str, Term], variables: tuple[str, ...]) -> tuple | None:
+        """A run's values of ``variables`` as :meth:`solution_keys` lists them (``None``: one is unbound)."""
+        key = tuple(canonical(mapping.get(v)) for v in variables)
+        return None if None in key else key
+
+    def solution_keys(self, gpm: GpmPattern, event: Event, variables: tuple[str, ...]) -> dict | None:
+        """The values of ``variables`` (from :meth:`certain_variables`) in ``gpm``'s
+        standalone solutions on ``event``, as a dict keyed by value tuple.  A run
+        whose (canonical) values are not among them gets no solution from
+        :meth:`evaluate`.  ``None``: not known."""
+        plan = self.plan(gpm)
+        if plan is None:
+            return None
+        try:
+            state = self._state(event)
+            return self._index(gpm, variables, self._standalone(gpm, plan, state), state)
+        except Unsupported:
+            return None
 
     def describe(self, gpm: GpmPattern) -> str:
         """Which path a GPM takes, for ``spaseq explain``."""
@@ -187,15 +252,19 @@ class SpectraEvaluator:
             kb_vars = set().union(*(p.vars for p in patterns))
             kb_joins.append(self._kb_join(graph, patterns, tuple(sorted(kb_vars & bound))))
             bound |= kb_vars
-        local, stateful = [], []
+        local, stateful, comparisons, local_exprs = [], [], [], []
         for expr in exprs:
             needed = variables(expr)
             keep = compile_filter(expr)
             if needed <= bound:
                 local.append((frozenset(needed), keep))
+                local_exprs.append(expr)
             else:
                 stateful.append(keep)
-        return Plan(event_patterns, local, stateful, kb_joins, frozenset(bound), gpm.mentioned)
+                comparisons += _comparison(expr)
+        shape, names = _shape(event_patterns, graphs, local_exprs)
+        return Plan(event_patterns, local, stateful, kb_joins, frozenset(bound), gpm.mentioned,
+                    tuple(comparisons), shape, names)
 
     def _kb_join(self, graph: str, patterns: list[_Pattern], shared: tuple[str, ...]) -> _KbJoin:
         join = _KbJoin(graph, patterns, shared)
@@ -218,35 +287,41 @@ class SpectraEvaluator:
 
     # -- per event -------------------------------------------------------------
 
-    def _summarise(self, event: Event) -> None:
-        """GRAPH-SUMMARY: the event's triples by predicate, in canonical form."""
-        views: dict[ox.NamedNode, dict[tuple, None]] = {}
-        for triple in event.triples:
-            # a graph is a set: canonical forms may make two triples one
-            views.setdefault(triple.predicate, {})[(triple.subject, canonical(triple.object))] = None
-        self._views = {p: list(rows) for p, rows in views.items()}
-        self._event = event
-        self._standalone = {}
-        self._indexes = {}
+    def _state(self, event: Event) -> _EventState:
+        state = self._events.get(event)
+        if state is None:
+            if len(self._events) >= _KEPT_EVENTS:
+                del self._events[next(iter(self._events))]
+            state = self._events[event] = _EventState(_summarise(event))
+        return state
 
-    def _solve(self, plan: Plan) -> list[Solution]:
+    def _standalone(self, gpm: GpmPattern, plan: Plan, state: _EventState) -> list[Solution]:
+        """``gpm``'s solutions on the event without any run's bindings: solved once
+        per plan shape and event, renamed for the other GPMs of that shape."""
+        solutions = state.standalone.get(gpm)
+        if solutions is None:
+            solved = state.by_shape.get(plan.shape)
+            if solved is None:
+                solutions = self._solve(plan, state.views)
+                state.by_shape[plan.shape] = (plan, solutions)
+            elif solved[0].names == plan.names:
+                solutions = solved[1]
+            else:
+                rename = dict(zip(solved[0].names, plan.names))
+                solutions = [{rename[v]: t for v, t in s.items()} for s in solved[1]]
+            state.standalone[gpm] = solutions
+        return solutions
+
+    def _solve(self, plan: Plan, event_views: dict) -> list[Solution]:
         views = []
         for pattern in plan.patterns:
-            rows = self._views.get(pattern.predicate)
+            rows = event_views.get(pattern.predicate)
             if not rows:
                 return []
             views.append(rows)
-        order = _join_order(plan.patterns, views)
+        order, final = _steps(plan, views)
+        steps = [(plan.patterns[index], views[index], ready) for index, ready in order]
         solutions: list[Solution] = []
-        pending = list(plan.local_filters)
-        steps = []
-        bound: set[str] = set()
-        for index in order:
-            bound |= plan.patterns[index].vars
-            ready = [keep for needed, keep in pending if needed <= bound]
-            pending = [(n, k) for n, k in pending if not n <= bound]
-            steps.append((plan.patterns[index], views[index], ready))
-        final = [keep for _, keep in pending]     # reads KB variables: after the KB join
 
         def extend(depth: int, row: dict) -> None:
             if depth == len(steps):
@@ -310,8 +385,19 @@ class SpectraEvaluator:
             join.rows.clear()
         return rows
 
+    @staticmethod
+    def _index(gpm: GpmPattern, variables: tuple[str, ...], solutions: list[Solution],
+               state: _EventState) -> dict:
+        """The standalone solutions by their values of ``variables`` (built once per event)."""
+        index = state.indexes.get((gpm, variables))
+        if index is None:
+            index = state.indexes[(gpm, variables)] = {}
+            for s in solutions:
+                index.setdefault(tuple(s[v] for v in variables), []).append(s)
+        return index
+
     def _extend(self, gpm: GpmPattern, plan: Plan, solutions: list[Solution],
-                mapping: Mapping[str, Term]) -> list[Solution]:
+                mapping: Mapping[str, Term], state: _EventState) -> list[Solution]:
         """The standalone solutions compatible with one run's bindings, filtered."""
         injected = {v: canonical(t) for v, t in mapping.items() if v in plan.mentioned}
         if not injected:
@@ -319,12 +405,8 @@ class SpectraEvaluator:
         else:
             shared = tuple(sorted(v for v in injected if v in plan.bound))
             if shared:
-                index = self._indexes.get((gpm, shared))
-                if index is None:
-                    index = self._indexes[(gpm, shared)] = {}
-                    for s in solutions:
-                        index.setdefault(tuple(s[v] for v in shared), []).append(s)
-                candidates = index.get(tuple(injected[v] for v in shared), ())
+                candidates = self._index(gpm, shared, solutions, state).get(
+                    tuple(injected[v] for v in shared), ())
             else:
                 candidates = solutions
         if not plan.stateful_filters and not injected:
@@ -365,8 +447,64 @@ def _pattern(triple) -> _Pattern:
     return _Pattern(_term(s), ox.NamedNode(unalias(str(p))), _term(o))
 
 
-def _pattern_vars(patterns: list[_Pattern]) -> list[str]:
-    return sorted(set().union(*(p.vars for p in patterns)))
+_FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _comparison(expr) -> list[tuple[str, str, str]]:
+    if isinstance(expr, CompValue) and expr.name == "RelationalExpression" and expr.op in _FLIPPED \
+            and isinstance(expr.expr, Variable) and isinstance(expr.other, Variable):
+        a, b = str(expr.expr), str(expr.other)
+        return [(a, expr.op, b), (b, _FLIPPED[expr.op], a)]
+    return []
+
+
+def _summarise(event: Event) -> dict:
+    """GRAPH-SUMMARY: the event's triples by predicate, in canonical form."""
+    views: dict[ox.NamedNode, dict[tuple, None]] = {}
+    for triple in event.triples:
+        # a graph is a set: canonical forms may make two triples one
+        views.setdefault(triple.predicate, {})[(triple.subject, canonical(triple.object))] = None
+    return {p: list(rows) for p, rows in views.items()}
+
+
+def _shape(patterns: list[_Pattern], graphs: list[tuple[str, list[_Pattern]]], exprs: list) -> tuple:
+    """A plan's solving work (``exprs``: its local FILTERs) up to the names of
+    its variables: (shape, names in shape order).  Variables that those
+    FILTERs read keep their names, so the filters' text can stand for them."""
+    filtered = set().union(*(variables(e) for e in exprs)) if exprs else set()
+    names: list[str] = []
+
+    def part(is_var, x):
+        if not is_var:
+            return (False, x)
+        if x not in names:
+            names.append(x)
+        return (True, x if x in filtered else names.index(x))
+
+    def triples(ps):
+        return tuple((part(*p.subject), p.predicate, part(*p.object)) for p in ps)
+
+    shape = (triples(patterns), tuple((g, triples(ps)) for g, ps in graphs), tuple(str(e) for e in exprs))
+    return shape, tuple(names)
+
+
+def _steps(plan: Plan, views: list[list]) -> tuple[list, list]:
+    """The join order for these view sizes, each step with the filters it makes
+    decidable, and the filters left for after the KB join; cached per plan."""
+    sizes = tuple(len(v) for v in views)
+    found = plan.orders.get(sizes)
+    if found is None:
+        if len(plan.orders) > 256:
+            plan.orders.clear()
+        pending = list(plan.local_filters)
+        steps = []
+        bound: set[str] = set()
+        for index in _join_order(plan.patterns, views):
+            bound |= plan.patterns[index].vars
+            steps.append((index, [keep for needed, keep in pending if needed <= bound]))
+            pending = [(n, k) for n, k in pending if not n <= bound]
+        found = plan.orders[sizes] = (steps, [keep for _, keep in pending])
+    return found
 
 
 def _sparql_pattern(p: _Pattern) -> str:

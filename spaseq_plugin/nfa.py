@@ -78,10 +78,6 @@ class State:
     final_guards: tuple[GpmPattern, ...] = ()
     kleene_atom: int | None = None     # the SEQ index of the Kleene atom this state loops on
 
-    @property
-    def waits_on(self) -> frozenset[str]:
-        return frozenset().union(*(e.atom.streams for e in self.edges)) if self.edges else frozenset()
-
 
 @dataclass(eq=False)
 class Automaton:

@@ -26,7 +26,8 @@ semantics.md):
 
 * **Windows** (``WITHIN``): a run whose first τ is more than ω before the
   current batch is dropped before anything is tried (the paper's window
-  pushing).  ``TUMBLING`` ends every run at each window boundary.
+  pushing): runs wait in a heap by first τ, and the indexes forget dead
+  runs when they next look at them, or at the latest one window later.  ``TUMBLING`` ends every run at each window boundary.
 
 * **Negation** edges carry guards: GPMs with no match strictly between the
   run's last τ and the new event's τ, under the new mapping.  Events those
@@ -38,13 +39,43 @@ semantics.md):
   negation buffer; an event goes to the partition of every key some positive
   GPM binds on it.
 
-* Runs are **indexed by the streams their state waits on** (paper 7.2.2), so
-  a batch only touches runs that can use it, plus the strict runs whose
-  next timestamp it is.
+* Runs are **indexed by the edges they wait on** (paper 7.2.2, and its
+  "pushing stateful joins" into the automaton), so a batch only touches runs
+  that can use it, plus the strict runs whose next timestamp it is.  Per
+  edge, a run is filed under its values of the edge's *probe variables*:
+  the variables of one GPM of the edge's atom that every run at the state
+  has bound (a static analysis of the automaton, below) and every solution
+  of that GPM binds.  The evaluator (``solution_keys``) lists the values
+  those variables take in the GPM's standalone solutions on the batch; a
+  run filed under other values cannot be extended by that edge (the join
+  would fail), so it is not visited, nor evaluated.  With no probe
+  variables the key is ``()``: a GPM with no solution on the batch touches
+  no run at all.  A GPM the evaluator cannot answer that way (no
+  ``solution_keys``, an Oxigraph fallback) leaves its edge unprobed: every
+  run waiting on it is visited, as before.
+
+  Stateful *comparisons* are pushed the same way.  When the GPM has a
+  FILTER conjunct ``?e < ?r`` (or ``<=``, ``>``, ``>=``) between a variable
+  it binds and one the run has bound, the runs of a key are also kept
+  sorted by their number in ``?r`` (as a float: rounding is monotone, so
+  the order is never wrong, only sometimes tied), and a batch visits only
+  those at or above the smallest ``?e`` of the key's solutions (for ``<``;
+  at or below the largest for ``>``).  Runs whose ``?r`` is not a number,
+  and keys with a solution whose ``?e`` is not, are always visited.  The
+  V-shape's ``?p2 > ?p1`` and the smart grid's ``?fr2 < ?fr1`` then touch
+  the runs they extend, not every run of the company or the house.
+
+  Which variables are certainly bound at a state: nothing at the initial
+  state; along an edge, what the source had plus what the atom certainly
+  binds (a conjunction: any operand's; a disjunction: only what every
+  operand binds); at a state reached several ways, what every way gives.  A
+  Kleene loop edge evaluates μ as it was before the Kleene atom: what was
+  certain at the states that enter the Kleene state.
 """
 
 from __future__ import annotations
 
+import bisect
 import heapq
 import itertools
 from dataclasses import dataclass, field
@@ -54,8 +85,17 @@ from .compiler import CompiledQuery
 from .events import Event, Time
 from .gpm import GpmPattern
 from .gpm_oxigraph import GpmEvaluator, Solution, Term
-from .nfa import CONJUNCTION, DISJUNCTION, Edge, State
+from .nfa import CONJUNCTION, DISJUNCTION, AtomMatcher, Edge, State
 from .syntax import NEXT, STRICT
+
+@dataclass(frozen=True, slots=True)
+class Probe:
+    """How an edge finds the runs a batch may extend (see the module docstring)."""
+    gpm: GpmPattern
+    variables: tuple[str, ...]          # joined: the run's values must be a solution's
+    compared: str | None = None         # the GPM's variable in an ordering FILTER conjunct ...
+    against: str | None = None          # ... and the run's variable it is compared with
+    upward: bool = False                # the run's number must be >= the least ?compared (else <= the greatest)
 
 
 @dataclass(eq=False, slots=True)
@@ -70,6 +110,7 @@ class Run:
     partition: tuple
     spent: int = 0                      # bit i set: edge i can no longer fire
     dead: bool = False
+    keys: tuple = ()                    # per edge: the run's values of its probe variables, or None
 
     def alive_edges(self):
         for edge in self.state.edges:
@@ -95,10 +136,26 @@ class _Pending:
     killed: bool = False
 
 
+@dataclass(eq=False, slots=True)
+class _Bucket:
+    """The runs waiting on an edge with one probe key: ``sorted`` by ``numbers``
+    (their numbers in the probe's ``against`` variable), the others ``unsorted``."""
+    numbers: list[float] = field(default_factory=list)
+    sorted: list[Run] = field(default_factory=list)
+    unsorted: list[Run] = field(default_factory=list)
+
+
+@dataclass(eq=False, slots=True)
+class _Waiting:
+    """The runs waiting on one non-strict edge: filed by probe key, or loose."""
+    keyed: dict[tuple, _Bucket] = field(default_factory=dict)
+    loose: list[Run] = field(default_factory=list)
+
+
 @dataclass(eq=False)
 class _Partition:
     key: tuple
-    by_stream: dict[str, list[Run]] = field(default_factory=dict)
+    waiting: dict[Edge, _Waiting] = field(default_factory=dict)
     strict: list[Run] = field(default_factory=list)      # runs whose next timestamp is pending
     pending: list[_Pending] = field(default_factory=list)
     buffer: list[Event] = field(default_factory=list)    # events negation guards may need
@@ -132,9 +189,18 @@ class Runtime:
         self.peak_runs = 0
         self._memo: dict[tuple[GpmPattern, Event, frozenset], list[Solution]] = {}
         self._swept: Time | None = None
+        self._expiry: list[tuple[Time, int, Run]] = []      # live runs by first τ (span windows)
         self._batch_streams: set[str] = set()
         # evaluators that answer many mappings in one query get them together
         self._prefetching = getattr(evaluator, "batches_mappings", False)
+        self._probes: dict[Edge, Probe] = self._make_probes()
+        self._batch_keys: dict[Edge, dict | None] = {}     # per partition batch: see _offered
+        self._waiting_on: dict[str, list[Edge]] = {}       # stream -> non-strict edges reading it
+        for state in self.nfa.states:
+            for edge in state.edges:
+                if edge.strategy != STRICT:
+                    for stream in edge.atom.streams:
+                        self._waiting_on.setdefault(stream, []).append(edge)
 
     # -- driving ---------------------------------------------------------
 
@@ -144,8 +210,10 @@ class Runtime:
             if self.tumbling_start is not None and time < self.tumbling_start:
                 return      # before the first tumbling window
             self._tumble(time)
-        elif self.window is not None and (self._swept is None or time - self._swept > self.window):
-            self._sweep(time)
+        elif self.window is not None:
+            self._expire(time)
+            if self._swept is None or time - self._swept > self.window:
+                self._sweep(time)
         self._emit_due_pending(time)
         if self.q.partition_by:
             groups: dict[tuple, list[Event]] = {}
@@ -176,30 +244,32 @@ class Runtime:
         if part.pending:
             self._check_pending(part, events)
         streams = self._batch_streams = {e.stream for e in events}
+        self._batch_keys = {}
         candidates: dict[int, Run] = {}
         strict = {id(run) for run in part.strict}
         for run in part.strict:
             candidates[id(run)] = run
         part.strict = []
-        for stream in streams:
-            kept = []
-            for run in part.by_stream.get(stream, ()):
-                if run.dead:
-                    continue
-                if self._expired(run, time):
-                    self._kill(part, run)
-                    continue
-                kept.append(run)
-                candidates[id(run)] = run
-            part.by_stream[stream] = kept
-        live = []
-        for run in candidates.values():
-            if run.dead:
+        edges = {edge: None for stream in streams for edge in self._waiting_on.get(stream, ())}
+        for edge in edges:
+            waiting = part.waiting.get(edge)
+            if waiting is None:
                 continue
-            if self._expired(run, time):
-                self._kill(part, run)
-                continue
-            live.append(run)
+            offered = self._offered(edge, events)
+            if offered is None:
+                visits = [(key, None) for key in waiting.keyed]
+            elif len(offered) > len(waiting.keyed):
+                visits = [(key, offered[key]) for key in waiting.keyed if key in offered]
+            else:
+                visits = list(offered.items())
+            upward = edge in self._probes and self._probes[edge].upward
+            for key, limit in visits:
+                bucket = waiting.keyed.get(key)
+                if bucket is not None and not self._visit(edge, bucket, limit, upward, candidates):
+                    del waiting.keyed[key]
+            if waiting.loose:
+                waiting.loose = self._collect(edge, waiting.loose, candidates)
+        live = [run for run in candidates.values() if not run.dead]
         if self._prefetching:
             self._prefetch(live, events, strict)
         created: list[Run] = []
@@ -217,6 +287,69 @@ class Runtime:
                 if part.buffer and part.buffer[0].time < horizon:
                     part.buffer = [e for e in part.buffer if e.time >= horizon]
 
+    @staticmethod
+    def _collect(edge: Edge, runs: list[Run], candidates: dict[int, Run]) -> list[Run]:
+        """Add the runs still waiting on ``edge`` to ``candidates``; the list without the others."""
+        kept = []
+        spent = 1 << edge.index
+        for run in runs:
+            if not (run.dead or run.spent & spent):
+                kept.append(run)
+                candidates[id(run)] = run
+        return kept
+
+    def _visit(self, edge: Edge, bucket: _Bucket, limit: float | None, upward: bool,
+               candidates: dict[int, Run]) -> bool:
+        """Add the bucket's runs the batch may extend to ``candidates`` (sorted runs
+        beyond ``limit`` cannot be), forgetting dead ones; False when it is empty."""
+        if bucket.unsorted:
+            bucket.unsorted = self._collect(edge, bucket.unsorted, candidates)
+        runs = bucket.sorted
+        if runs:
+            numbers = bucket.numbers
+            low, high = 0, len(runs)
+            if limit is not None:
+                if upward:
+                    low = bisect.bisect_left(numbers, limit)
+                else:
+                    high = bisect.bisect_right(numbers, limit)
+            kept = self._collect(edge, runs[low:high], candidates)
+            if len(kept) != high - low:
+                alive = set(map(id, kept))
+                numbers[low:high] = [n for n, run in zip(numbers[low:high], runs[low:high]) if id(run) in alive]
+                runs[low:high] = kept
+        return bool(bucket.sorted or bucket.unsorted)
+
+    def _offered(self, edge: Edge, events: list[Event]) -> dict | None:
+        """What the batch offers ``edge``'s runs: probe key -> the limit on their
+        number (``None``: no limit).  ``None``: not known, every run may extend."""
+        if edge in self._batch_keys:
+            return self._batch_keys[edge]
+        probe = self._probes.get(edge)
+        offered: dict | None = None
+        if probe is not None:
+            solutions: dict[tuple, list] = {}
+            for event in events:
+                if event.stream in probe.gpm.streams:
+                    found = self.evaluator.solution_keys(probe.gpm, event, probe.variables)
+                    if found is None:
+                        solutions = None
+                        break
+                    for key, rows in found.items():
+                        solutions[key] = solutions[key] + rows if key in solutions else rows
+            if solutions is not None:
+                offered = {key: self._limit(probe, rows) for key, rows in solutions.items()}
+        self._batch_keys[edge] = offered
+        return offered
+
+    def _limit(self, probe: Probe, solutions: list) -> float | None:
+        if probe.compared is None:
+            return None
+        numbers = [self.evaluator.order_number(s[probe.compared]) for s in solutions]
+        if None in numbers:
+            return None
+        return min(numbers) if probe.upward else max(numbers)
+
     def _advance(self, part: _Partition, run: Run, time: Time, events: list[Event],
                  created: list[Run], strict_turn: bool, is_root: bool = False) -> None:
         """Try every live edge of ``run`` on the batch; spend edges per strategy."""
@@ -230,7 +363,12 @@ class Runtime:
                     run.spent |= 1 << edge.index
                 continue
             base = run.base_mu if edge.loop else run.mu
-            extensions = self._match(edge, base, events, is_root)
+            key = None if is_root else run.keys[edge.index]
+            offered = None if key is None else self._offered(edge, events)
+            if offered is not None and key not in offered:
+                extensions = []     # the join fails: no standalone solution has the run's values
+            else:
+                extensions = self._match(edge, base, events, is_root)
             if not is_root and (edge.strategy == STRICT or (edge.strategy == NEXT and extensions)):
                 run.spent |= 1 << edge.index
             for solution, used in extensions:
@@ -379,8 +517,14 @@ class Runtime:
 
     # -- windows -----------------------------------------------------------
 
-    def _expired(self, run: Run, time: Time) -> bool:
-        return self.window is not None and not self.tumbling and time - run.first > self.window
+    def _expire(self, time: Time) -> None:
+        """Kill the runs that started more than a window before ``time``."""
+        heap = self._expiry
+        horizon = time - self.window
+        while heap and heap[0][0] < horizon:
+            run = heapq.heappop(heap)[2]
+            if not run.dead:
+                self._kill(self.partitions[run.partition], run)
 
     def _tumble(self, time: Time) -> None:
         if self.window_end is None:
@@ -393,7 +537,7 @@ class Runtime:
         self._emit_due_pending(self.window_end)   # pending matches close with their window
         self._emit_due_pending(time)
         for part in self.partitions.values():
-            part.by_stream.clear()
+            part.waiting.clear()
             part.strict.clear()
             part.pending.clear()
             part.buffer.clear()
@@ -403,17 +547,15 @@ class Runtime:
         self.window_end += periods * self.window
 
     def _sweep(self, time: Time) -> None:
-        """Drop expired runs from every index, and partitions left empty."""
+        """Drop dead runs from every index, and partitions left empty."""
         self._swept = time
         for key, part in list(self.partitions.items()):
-            for stream, runs in part.by_stream.items():
-                kept = []
-                for run in runs:
-                    if not run.dead and self._expired(run, time):
-                        self._kill(part, run)
-                    if not run.dead:
-                        kept.append(run)
-                part.by_stream[stream] = kept
+            for edge, waiting in part.waiting.items():
+                ignored: dict[int, Run] = {}
+                for probe_key, bucket in list(waiting.keyed.items()):
+                    if not self._visit(edge, bucket, None, False, ignored):
+                        del waiting.keyed[probe_key]
+                waiting.loose = self._collect(edge, waiting.loose, ignored)
             if self.needs_buffer:
                 part.buffer = [e for e in part.buffer if e.time >= time - self.window]
             if not part.runs and not part.pending and not part.strict and not part.buffer:
@@ -424,11 +566,92 @@ class Runtime:
     def _register(self, part: _Partition, run: Run) -> None:
         self.active_runs += 1
         part.runs += 1
-        if any(e.strategy == STRICT for e in run.state.edges):
+        if self.window is not None and not self.tumbling:
+            heapq.heappush(self._expiry, (run.first, next(self._seq), run))
+        edges = run.state.edges
+        if any(e.strategy == STRICT for e in edges):
             part.strict.append(run)
-        if any(e.strategy != STRICT for e in run.state.edges):
-            for stream in run.state.waits_on:
-                part.by_stream.setdefault(stream, []).append(run)
+        keys = []
+        for edge in edges:
+            probe = self._probes.get(edge)
+            mapping = run.base_mu if edge.loop else run.mu
+            key = None if probe is None else self.evaluator.mapping_key(mapping, probe.variables)
+            keys.append(key)
+            if edge.strategy == STRICT:
+                continue
+            waiting = part.waiting.get(edge)
+            if waiting is None:
+                waiting = part.waiting[edge] = _Waiting()
+            if key is None:
+                waiting.loose.append(run)
+                continue
+            bucket = waiting.keyed.get(key)
+            if bucket is None:
+                bucket = waiting.keyed[key] = _Bucket()
+            number = None
+            if probe.against is not None and probe.against in mapping:
+                number = self.evaluator.order_number(mapping[probe.against])
+            if number is None:
+                bucket.unsorted.append(run)
+            else:
+                at = bisect.bisect_right(bucket.numbers, number)
+                bucket.numbers.insert(at, number)
+                bucket.sorted.insert(at, run)
+        run.keys = tuple(keys)
+
+    def _make_probes(self) -> dict[Edge, Probe]:
+        """Each edge's probe (see the module's docstring), when the evaluator supports them."""
+        certain_of = getattr(self.evaluator, "certain_variables", None)
+        if certain_of is None:
+            return {}
+
+        def atom_binds(atom: AtomMatcher) -> frozenset[str]:
+            sets = [certain_of(g) or frozenset() for g in atom.gpms]
+            if atom.kind == DISJUNCTION:
+                return frozenset.intersection(*sets)
+            return frozenset().union(*sets)
+
+        bound: dict[State, frozenset[str]] = {self.nfa.initial: frozenset()}
+        before_kleene: dict[State, frozenset[str]] = {}
+        changed = True
+        while changed:
+            changed = False
+            for state in self.nfa.states:
+                if state not in bound:
+                    continue
+                for edge in state.edges:
+                    if edge.loop:
+                        continue
+                    for table, value in ((bound, bound[state] | atom_binds(edge.atom)),
+                                         (before_kleene, bound[state])):
+                        old = table.get(edge.target)
+                        new = value if old is None else old & value
+                        if new != old:
+                            table[edge.target] = new
+                            changed = True
+        comparisons_of = getattr(self.evaluator, "comparisons", lambda gpm: ())
+        probes = {}
+        for state in self.nfa.states:
+            for edge in state.edges:
+                have = (before_kleene if edge.loop else bound).get(state)
+                if have is None or edge.atom.kind == DISJUNCTION:
+                    continue
+                best = None
+                for gpm in edge.atom.gpms:
+                    certain = certain_of(gpm)
+                    if certain is None:
+                        continue
+                    probe = Probe(gpm, tuple(sorted(certain & gpm.mentioned & have)))
+                    for compared, op, against in comparisons_of(gpm):
+                        if compared in certain and against in have - certain:
+                            probe = Probe(gpm, probe.variables, compared, against, op in ("<", "<="))
+                            break
+                    rank = (len(probe.variables), probe.compared is not None)
+                    if best is None or rank > best[0]:
+                        best = (rank, probe)
+                if best is not None:
+                    probes[edge] = best[1]
+        return probes
 
     def _kill(self, part: _Partition, run: Run) -> None:
         if not run.dead:

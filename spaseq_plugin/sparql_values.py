@@ -54,8 +54,9 @@ class Unsupported(Exception):
 #   ("iri", text) / ("bnode", text)
 #   ("lit", term)              any other literal: only identity is known
 
-# Term caches: a bounded working set, so memory follows the window, not the stream's length.
-_CACHE_LIMIT = 20_000
+# Term caches: a bounded working set (about the terms of the runs in one window), so
+# memory follows the window, not the stream's length; a full cache starts again.
+_CACHE_LIMIT = 4_096
 _native_cache: dict = {}
 
 
