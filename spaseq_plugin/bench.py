@@ -105,6 +105,18 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true",
                    help="tiny scale (150 events, one window, small KBs): a smoke test")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    spark = p.add_argument_group("--engine spark", "what Spark buys on archived streams (docs/spark.md)")
+    spark.add_argument("--engine", choices=("stream", "spark"), default="stream",
+                       help="spark: time 'spaseq run --engine spark' on each master against the "
+                            "single-process engine on the stock workload (Q4), checking equal results")
+    spark.add_argument("--spark-sizes", metavar="LIST", default=None,
+                       help="archive sizes in events, comma-separated (default 5000,20000,80000)")
+    spark.add_argument("--spark-masters", metavar="LIST", default=None,
+                       help="Spark masters to compare, comma-separated (default local[1],local[2])")
+    spark.add_argument("--spark-window", type=int, default=60, metavar="SEC",
+                       help="the query's window (default 60 s: one event per second)")
+    spark.add_argument("--spark-files", type=int, default=8, metavar="N",
+                       help="files the archive is written as (default 8; one reading task each)")
     p.set_defaults(func=run_bench)
     return p
 
@@ -124,6 +136,9 @@ class BenchError(Exception):
 def run_bench(args: argparse.Namespace) -> int:
     """Run the benchmark ``args`` describe; 0 when every check passed, 1 when
     evaluators disagreed or a configuration failed, 2 for bad arguments."""
+    if getattr(args, "engine", "stream") == "spark":
+        from .spark.bench import cmd_spark_bench
+        return cmd_spark_bench(args)
     try:
         plan = _plan(args)
     except BenchError as e:

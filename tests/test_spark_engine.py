@@ -266,3 +266,15 @@ def test_spark_engine_with_a_materialized_kb(tmp_path, capsys, monkeypatch):
     assert main(["run", spec["query"], *streams, "--kb-materialized", str(tmp_path / "blocks"),
                  "--engine", "spark", "--quiet"]) == 0
     assert sorted(capsys.readouterr().out.splitlines()) == expected
+
+
+def test_spark_bench_checks_results_and_reports_speedups(spark, capsys):
+    from spaseq_plugin.bench import add_bench_parser
+    import argparse
+    parser = argparse.ArgumentParser()
+    add_bench_parser(parser.add_subparsers())
+    args = parser.parse_args(["bench", "--engine", "spark", "--spark-sizes", "300,600", "--spark-masters",
+                              spark.sparkContext.master, "--spark-files", "3", "--quiet"])
+    assert args.func(args) == 0
+    out = capsys.readouterr().out
+    assert "stock-v (Q4 V-shape)" in out and "600" in out and "session already running" in out

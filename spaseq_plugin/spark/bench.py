@@ -10,7 +10,7 @@ measured once per master and reported apart: the table's Spark times are
 for a warm session, and "pays from" says from which size Spark beats the
 single process, warm and counting the start-up too::
 
-    spaseq bench --engine spark --events 5000 20000 80000
+    spaseq bench --engine spark --spark-sizes 5000,20000,80000
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ from ..engine import Engine
 from ..streams.files import merge_streams, read_stream_file
 from ..workloads import SMD_STREAM, q4_v_shape, stock_events, write_nquads
 from .engine import SparkRun, archived_sources
-from .session import spark_session, stop_spark
+from .session import running_master, spark_session, stop_spark
 
 DEFAULT_SIZES = (5_000, 20_000, 80_000)
 DEFAULT_MASTERS = ("local[1]", "local[2]")
@@ -74,11 +74,14 @@ def run_spark_bench(sizes=DEFAULT_SIZES, masters=DEFAULT_MASTERS, *, window: int
     with tempfile.TemporaryDirectory(prefix="spaseq-bench-spark-") as root:
         archives = {n: write_archive(n, os.path.join(root, str(n)), files) for n in sizes}
         for master in masters:
-            stop_spark()
-            started = time.perf_counter()
-            spark_session(master).sparkContext.parallelize([0]).count()      # JVM and first worker
-            startup[master] = time.perf_counter() - started
-            log(f"{master}: session started in {startup[master]:.1f} s")
+            if running_master() == master:
+                startup[master] = None           # already running: nothing to measure
+            else:
+                stop_spark()
+                started = time.perf_counter()
+                spark_session(master).sparkContext.parallelize([0]).count()    # JVM and first worker
+                startup[master] = time.perf_counter() - started
+                log(f"{master}: session started in {startup[master]:.1f} s")
             for n in sizes:
                 # the single process is measured next to each Spark run (best of them), so
                 # that both see the same machine
@@ -99,7 +102,6 @@ def run_spark_bench(sizes=DEFAULT_SIZES, masters=DEFAULT_MASTERS, *, window: int
                                          f"on {n} events ({count} vs {row.results})")
                 log(f"{n:,} events: single process {single:.2f} s, {master} {row.spark_seconds[master]:.2f} s "
                     f"({run.report.pieces} pieces), {count:,} results")
-        stop_spark()
     return {"workload": "stock-v (Q4 V-shape)", "window": window, "strategy": strategy, "files": files,
             "cores": os.cpu_count(), "startup_seconds": startup,
             "sizes": [{"events": r.events, "results": r.results, "single_seconds": r.single_seconds,
@@ -108,7 +110,7 @@ def run_spark_bench(sizes=DEFAULT_SIZES, masters=DEFAULT_MASTERS, *, window: int
 
 def pays_from(report: dict, master: str, with_startup: bool) -> int | None:
     """The smallest measured size at which ``master`` beats the single process."""
-    extra = report["startup_seconds"][master] if with_startup else 0.0
+    extra = (report["startup_seconds"][master] or 0.0) if with_startup else 0.0
     for size in report["sizes"]:
         if size["spark_seconds"][master] + extra < size["single_seconds"]:
             return size["events"]
@@ -134,8 +136,10 @@ def format_report(report: dict) -> str:
         lines.append("  ".join(f"{c:>16}" for c in cells))
     for master in masters:
         warm, cold = pays_from(report, master, False), pays_from(report, master, True)
-        lines.append(f"{master}: start-up {report['startup_seconds'][master]:.1f} s; beats the single process "
-                     f"from {_size(warm)} events warm, {_size(cold)} counting start-up")
+        seconds = report["startup_seconds"][master]
+        started = f"start-up {seconds:.1f} s" if seconds is not None else "session already running"
+        lines.append(f"{master}: {started}; beats the single process from {_size(warm)} events warm, "
+                     f"{_size(cold)} counting start-up")
     return "\n".join(lines)
 
 
@@ -144,7 +148,12 @@ def _size(n: int | None) -> str:
 
 
 def cmd_spark_bench(args) -> int:
-    sizes = args.events_list or DEFAULT_SIZES
+    try:
+        sizes = tuple(int(n) for n in args.spark_sizes.split(",")) if args.spark_sizes else DEFAULT_SIZES
+    except ValueError:
+        print(f"spaseq bench: --spark-sizes {args.spark_sizes}: give numbers of events, e.g. 5000,20000",
+              file=sys.stderr)
+        return 2
     masters = tuple(args.spark_masters.split(",")) if args.spark_masters else DEFAULT_MASTERS
     quiet = args.quiet
 

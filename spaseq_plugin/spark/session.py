@@ -74,6 +74,11 @@ def task_failure(error: Exception) -> SpaseqError:
     return SpaseqError(f"a Spark task failed: {detail}")
 
 
+def running_master() -> str | None:
+    """The master of the shared session, when one runs."""
+    return _master
+
+
 def stop_spark() -> None:
     """Stop the shared session (the JVM stays for the next one)."""
     global _session, _master
