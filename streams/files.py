@@ -108,12 +108,14 @@ _FORMATS = {".trig": ox.RdfFormat.TRIG, ".nq": ox.RdfFormat.N_QUADS}
 # Public API
 # --------------------------------------------------------------------------
 
-def read_stream_file(path: str, stream: str | None, *,
-                     default_stream_for_graphs: str | None = None) -> Iterator[Event | EventError]:
+def read_stream_file(path: str, stream: str | None, *, default_stream_for_graphs: str | None = None,
+                     span: tuple[int, int, int] | None = None) -> Iterator[Event | EventError]:
     """Events of one stream file, in file order, with ``EventError`` for rejects.
 
     ``stream`` is the stream IRI every event gets (one file holds one stream);
     when it is ``None``, ``default_stream_for_graphs`` is used instead.
+    ``span`` (uncompressed N-Quads only) reads just the lines from byte
+    ``span[0]`` (a line start, numbered ``span[2]``) to byte ``span[1]``.
     Raises ``ValueError`` for an unknown file extension and
     ``FileNotFoundError`` for a missing file, right away (not on iteration).
     """
@@ -123,10 +125,12 @@ def read_stream_file(path: str, stream: str | None, *,
     rdf_format = stream_file_format(path)
     if not os.path.isfile(path):
         raise FileNotFoundError(f"stream file not found: {path}")
+    if span is not None and (rdf_format != ox.RdfFormat.N_QUADS or path.lower().endswith(".gz")):
+        raise ValueError(f"{path}: only uncompressed N-Quads files are read in spans")
     if rdf_format == ox.RdfFormat.TRIG:
         units = _trig_units(path)
     else:
-        units = _nquads_units(path)
+        units = _nquads_units(path, span)
     return _check_order(_assemble(units, path, stream))
 
 
@@ -565,16 +569,72 @@ def _syntax_error(error: SyntaxError, path: str, line: int, column0: int, header
 
 # ---- N-Quads and N-Triples: line by line, parsed in batches ----------------
 
-def _significant_lines(path: str) -> Iterator[tuple[int, bytes]]:
-    """(line number, line) for the lines that are not blank or comments."""
+def _significant_lines(path: str, span: tuple[int, int, int] | None = None) -> Iterator[tuple[int, bytes]]:
+    """(line number, line) for the lines that are not blank or comments (of ``span``)."""
     with _open(path) as f:
-        for number, line in enumerate(f, start=1):
+        start, end, first = span if span is not None else (0, None, 1)
+        f.seek(start)
+        at = start
+        for number, line in enumerate(f, start=first):
+            if end is not None:
+                if at >= end:
+                    return
+                at += len(line)
             stripped = line.strip()
             if stripped and not stripped.startswith(b"#"):
                 yield number, line
 
 
-def _parse_lines(path: str, rdf_format: ox.RdfFormat) -> Iterator[tuple[int, ox.Quad] | EventError]:
+def nquads_spans(path: str, size: int) -> list[tuple[int, int, int]]:
+    """Cut an N-Quads file into spans of about ``size`` bytes, each ``(start byte,
+    end byte, number of the first line)``, at lines where the event changes (the
+    graph of a quad, the subject of a default-graph line: a timestamp), so that
+    no event is cut as long as its lines are together.  The reader of the spans
+    checks that they were (see spark.engine)."""
+    total = os.path.getsize(path)
+    spans: list[tuple[int, int, int]] = []
+    start, first, lines = 0, 1, 0
+    with open(path, "rb") as f:
+        while True:
+            block = f.read(min(_CHUNK_BYTES, max(size, 4096)))
+            if not block:
+                break
+            lines += block.count(b"\n")
+            if f.tell() - start < size or f.tell() >= total:
+                continue
+            lines += f.readline().count(b"\n")     # to the next line start
+            previous = None
+            for _ in range(NEAR_GRAPHS):
+                at = f.tell()
+                line = f.readline()
+                if not line:
+                    break
+                owner = _line_owner(line)
+                if previous is not None and owner is not None and owner != previous:
+                    spans.append((start, at, first))
+                    start, first = at, lines + 1
+                    f.seek(at)
+                    break
+                previous = owner if owner is not None else previous
+                lines += line.count(b"\n")
+    spans.append((start, total, first))
+    return spans
+
+
+def _line_owner(line: bytes):
+    """The event an N-Quads line belongs to: its graph, or a default-graph line's subject."""
+    try:
+        quads = list(ox.parse(input=line, format=ox.RdfFormat.N_QUADS))
+    except SyntaxError:
+        return None
+    if len(quads) != 1:
+        return None
+    quad = quads[0]
+    return quad.subject if isinstance(quad.graph_name, ox.DefaultGraph) else quad.graph_name
+
+
+def _parse_lines(path: str, rdf_format: ox.RdfFormat,
+                 span: tuple[int, int, int] | None = None) -> Iterator[tuple[int, ox.Quad] | EventError]:
     """(line number, quad) per line, or an ``EventError`` for a bad line.
 
     Lines are parsed a batch at a time; only a batch with an error is
@@ -598,7 +658,7 @@ def _parse_lines(path: str, rdf_format: ox.RdfFormat) -> Iterator[tuple[int, ox.
                 continue
             yield from ((number, quad) for quad in quads)
 
-    for item in _significant_lines(path):
+    for item in _significant_lines(path, span):
         batch.append(item)
         if len(batch) >= _NQUADS_BATCH_LINES:
             yield from parse_batch()
@@ -607,8 +667,8 @@ def _parse_lines(path: str, rdf_format: ox.RdfFormat) -> Iterator[tuple[int, ox.
         yield from parse_batch()
 
 
-def _nquads_units(path: str) -> Iterator[_Unit | EventError]:
-    for item in _parse_lines(path, ox.RdfFormat.N_QUADS):
+def _nquads_units(path: str, span: tuple[int, int, int] | None = None) -> Iterator[_Unit | EventError]:
+    for item in _parse_lines(path, ox.RdfFormat.N_QUADS, span):
         if isinstance(item, EventError):
             yield item
         else:

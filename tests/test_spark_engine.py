@@ -29,6 +29,7 @@ from spaseq_plugin import Engine, QueryError, compile_query
 from spaseq_plugin.cli import main
 from spaseq_plugin.events import PROV_GENERATED_AT, Event
 from spaseq_plugin.reference import reference_evaluate
+from spaseq_plugin.streams.files import read_stream_file
 from spaseq_plugin.spark.engine import SparkRun, archived_sources, key_piece, plan_cut
 
 from shared_paths import ACCEPTANCE, CASES
@@ -278,3 +279,31 @@ def test_spark_bench_checks_results_and_reports_speedups(spark, capsys):
     assert args.func(args) == 0
     out = capsys.readouterr().out
     assert "stock-v (Q4 V-shape)" in out and "600" in out and "session already running" in out
+
+
+def test_large_nquads_files_are_read_in_parts(tmp_path):
+    """One N-Quads file read by several tasks: the same results as reading it whole; a file
+    whose events lie across the cuts (timestamps far from their graphs) is read again whole."""
+    from spaseq_plugin.spark.engine import read_source
+    events = kind_events(" ".join(f"{'ab'[n % 2]}@{n}" for n in range(1, 301)))
+    text = query("A ; B")
+    compiled = compile_query(text)
+    expected = collections.Counter(result_key(r) for r in Engine(compiled).run(events))
+    paths = write_stream_files(events, str(tmp_path))
+    sources = archived_sources(compiled, sorted(paths.items()), [], split_bytes=4000)
+    assert len(sources) > 5 and all(s.span for s in sources)
+    assert sum(1 for s in sources for item in read_source(s) if type(item).__name__ == "EventRecord") == 300
+    run = SparkRun(compiled, text, sources, [], pieces=4, min_piece_windows=0)
+    assert collections.Counter(result_key(r) for r in run.results()) == expected
+    # every timestamp at the end of the file: only the whole file gives the events
+    nquads = open(paths[STREAMS[0]], "rb").read().splitlines(keepends=True)
+    stamps = [line for line in nquads if PROV_GENERATED_AT.value.encode() in line]
+    with open(paths[STREAMS[0]], "wb") as f:
+        f.writelines([line for line in nquads if line not in stamps][:1200] + stamps[:150])
+    whole = list(Engine(compiled).run(read_stream_file(paths[STREAMS[0]], STREAMS[0])))
+    sources = archived_sources(compiled, sorted(paths.items()), [], split_bytes=4000)
+    messages = []
+    run = SparkRun(compiled, text, sources, [], pieces=4, min_piece_windows=0, progress=messages.append)
+    assert collections.Counter(result_key(r) for r in run.results()) == \
+        collections.Counter(result_key(r) for r in whole)
+    assert any("read again whole" in m for m in messages)

@@ -39,6 +39,7 @@ DISTINCT and CONSTRUCT's graph numbering are applied once, on the driver.
 from __future__ import annotations
 
 import bisect
+import collections
 import dataclasses
 import itertools
 import os
@@ -57,12 +58,15 @@ from ..gpm_spectra import SpectraEvaluator
 from ..kb import KnowledgeBase, _scheme, split_graph_spec
 from ..results import Result
 from ..runtime import Match
-from ..streams.files import read_manifest, read_ntriples_chunks, read_stream_file, stream_file_paths
+from ..streams.files import (_DONE_MEMORY, nquads_spans, read_manifest, read_ntriples_chunks, read_stream_file,
+                             stream_file_paths)
 from .session import spark_session, task_failure
 
 _MATCH_GRAPH = "urn:spaseq:match:"
 MIN_PIECE_WINDOWS = 2          # a piece spans at least this many windows (overlap <= 1/2)
 TIME_SAMPLE = 100_000          # event times sampled to place the cuts
+SPLIT_BYTES = 64 << 20         # N-Quads files larger than this are read in parts of this size
+EDGE_ITEMS = _DONE_MEMORY      # items at each end of a part that a cut may have changed
 
 
 @dataclass(frozen=True)
@@ -72,6 +76,18 @@ class Source:
     stream: str
     path: str
     triples_per_event: int = 0     # > 0: a manifest's N-Triples file
+    span: tuple[int, int, int] | None = None    # a part of an N-Quads file (files.nquads_spans)
+    part: int = 0                  # which part of its file
+
+
+@dataclass(frozen=True)
+class PartEdges:
+    """The first and last items a part of a file read: what decides whether cutting
+    the file there changed nothing (see :func:`clean_cuts`)."""
+    path: str
+    part: int
+    head: tuple
+    tail: tuple
 
 
 @dataclass(frozen=True)
@@ -174,31 +190,70 @@ def plan_cut(compiled: CompiledQuery, times: list[Time], first: Time, last: Time
 
 # -- stage 1: reading (one task per source) -------------------------------------------------
 
-def read_source(source: Source) -> Iterator[EventRecord | Rejected]:
-    """A source's events as records, with the streaming reader's rejects."""
+def read_source(source: Source) -> Iterator[EventRecord | Rejected | PartEdges]:
+    """A source's events as records, with the streaming reader's rejects (and, for a
+    part of a file, its edges)."""
     if source.triples_per_event:
         items = read_ntriples_chunks(source.path, source.stream, source.triples_per_event)
     else:
-        items = read_stream_file(source.path, source.stream)
+        items = read_stream_file(source.path, source.stream, span=source.span)
     seq = 0
+    head: list = []
+    tail: collections.deque = collections.deque(maxlen=EDGE_ITEMS)
     for item in items:
         if isinstance(item, EventError):
-            yield Rejected(item.position, item.message)
-            continue
-        payload = ox.serialize(item.triples, format=ox.RdfFormat.N_TRIPLES) if item.triples else b""
-        yield EventRecord(item.time, source.index, seq, item.stream, item.is_datetime,
-                          None if item.name is None else str(item.name), item.position, payload)
-        seq += 1
+            record = Rejected(item.position, item.message)
+            edge = ("rejected",)
+        else:
+            payload = ox.serialize(item.triples, format=ox.RdfFormat.N_TRIPLES) if item.triples else b""
+            name = None if item.name is None else str(item.name)
+            record = EventRecord(item.time, source.index, seq, item.stream, item.is_datetime,
+                                 name, item.position, payload)
+            edge = ("event", name, item.time, item.is_datetime)
+            seq += 1
+        if source.span is not None:
+            if len(head) < EDGE_ITEMS:
+                head.append(edge)
+            tail.append(edge)
+        yield record
+    if source.span is not None:
+        yield PartEdges(source.path, source.part, tuple(head), tuple(tail))
+
+
+def clean_cuts(edges: list[PartEdges]) -> bool:
+    """Whether reading a file's parts one by one gives exactly what reading it whole
+    gives.  The reader judges an event by what lies near it (files.py: a timestamp
+    within NEAR_GRAPHS graphs, a repeated graph within _DONE_MEMORY events), so a
+    cut changes nothing when, near every cut, no part rejected anything (a split
+    event leaves an event without a timestamp on one side), no graph occurs on
+    both sides, and times go on increasing across it."""
+    parts = sorted(edges, key=lambda e: e.part)
+    for before, after in zip(parts, parts[1:]):
+        near = before.tail + after.head
+        if any(kind == ("rejected",) for kind in near):
+            return False
+        if {e[1] for e in before.tail} & {e[1] for e in after.head}:
+            return False
+        if before.tail and after.head and (before.tail[-1][2] >= after.head[0][2]
+                                           or before.tail[-1][3] != after.head[0][3]):
+            return False
+    return True
 
 
 def archived_sources(compiled: CompiledQuery, streams: list[tuple[str, str]],
-                     manifests: list[str]) -> list[Source]:
+                     manifests: list[str], split_bytes: int = SPLIT_BYTES) -> list[Source]:
     """The sources of ``--stream IRI=LOCATION`` pairs (files, globs, folders) and manifests,
-    numbered in the streaming engine's merge order."""
+    numbered in the streaming engine's merge order; N-Quads files larger than
+    ``split_bytes`` are read in parts, in parallel."""
     sources: list[Source] = []
     for iri, location in streams:
         for path in stream_file_paths(location):
-            sources.append(Source(len(sources), iri, os.path.abspath(path)))   # workers have their own cwd
+            path = os.path.abspath(path)        # workers have their own cwd
+            if path.lower().endswith(".nq") and os.path.getsize(path) > split_bytes:
+                for part, span in enumerate(nquads_spans(path, split_bytes)):
+                    sources.append(Source(len(sources), iri, path, span=span, part=part))
+            else:
+                sources.append(Source(len(sources), iri, path))
     for manifest in manifests:
         entries = read_manifest(manifest)
         if len({stream for stream, _, _ in entries}) != len(entries):
@@ -337,7 +392,12 @@ class SparkRun:
         started = clock.perf_counter()
         read = context.parallelize(self.sources, max(1, len(self.sources))).flatMap(read_source)
         read.persist()
+        cached = [read]
         try:
+            read = self._whole_where_cuts_changed(context, read)
+            if read is not cached[0]:
+                read.persist()
+                cached.append(read)
             for rejected in read.filter(lambda item: isinstance(item, Rejected)).collect():
                 self._reject(rejected.position, rejected.message)
             records = read.filter(lambda item: isinstance(item, EventRecord))
@@ -378,7 +438,8 @@ class SparkRun:
             outputs = routed.partitionBy(cut.pieces, lambda piece: piece).mapPartitions(evaluate).collect()
             self.report.evaluate_seconds = clock.perf_counter() - evaluated
         finally:
-            read.unpersist()
+            for rdd in cached:
+                rdd.unpersist()
         rejected = set()
         for output in outputs:
             self.stats.peak_runs = max(self.stats.peak_runs, output.peak_runs)
@@ -393,6 +454,28 @@ class SparkRun:
                       f"in {self.report.evaluate_seconds:.1f} s")
         yield from self._final(sorted(itertools.chain.from_iterable(o.results for o in outputs),
                                       key=lambda item: item[0]))
+
+    def _whole_where_cuts_changed(self, context, read):
+        """Files read in parts whose cuts may have changed an event are read again whole."""
+        parts = [s for s in self.sources if s.span is not None]
+        if not parts:
+            return read
+        by_path: dict[str, list[PartEdges]] = {}
+        for edges in read.filter(lambda item: isinstance(item, PartEdges)).collect():
+            by_path.setdefault(edges.path, []).append(edges)
+        again = {path for path, edges in by_path.items() if not clean_cuts(edges)}
+        if not again:
+            return read
+        self.progress(f"{len(again)} file{'s' * (len(again) != 1)} read again whole: events lie "
+                      "across the places where they were cut")
+        first = {}
+        for source in parts:
+            if source.path in again:
+                first.setdefault(source.path, source)
+        # the whole file takes its first part's place in the merge order
+        whole = [dataclasses.replace(source, span=None, part=0) for source in first.values()]
+        kept = read.filter(lambda item: not isinstance(item, PartEdges) and not _from_parts_of(item, again))
+        return kept.union(context.parallelize(whole, len(whole)).flatMap(read_source))
 
     def _final(self, ordered: list[tuple[tuple, Result]]) -> Iterator[Result]:
         """DISTINCT and CONSTRUCT graph numbers, once over the whole output."""
@@ -415,6 +498,11 @@ class SparkRun:
         self.stats.rejections.append(error)
         if self.on_reject is not None:
             self.on_reject(error)
+
+
+def _from_parts_of(item, paths: set[str]) -> bool:
+    position = item.position or ""
+    return position.rsplit(":", 1)[0] in paths
 
 
 def absolute_kb_spec(spec: str) -> str:
