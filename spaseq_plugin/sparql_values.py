@@ -123,8 +123,12 @@ def _double(text: str) -> float:
 _CANONICAL_INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
 _CANONICAL_DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]*[1-9])?")
 _canonical_cache: dict = {}
-_scratch = ox.Store()
 _P = ox.NamedNode("urn:spaseq:canonical")
+# An in-memory Oxigraph store keeps what was once added to it (its string
+# dictionary and removed quads), so the scratch store is replaced every
+# _SCRATCH_USES literals: memory must not grow with the number of distinct values.
+_SCRATCH_USES = 10_000
+_scratch = [ox.Store(), 0]
 
 
 def canonical(term):
@@ -145,9 +149,13 @@ def canonical(term):
     found = _canonical_cache.get(term)
     if found is None:
         quad = ox.Quad(_P, _P, term)
-        _scratch.add(quad)
-        found = next(iter(_scratch.quads_for_pattern(_P, _P, None))).object
-        _scratch.remove(quad)      # (clear() costs 40x more)
+        store = _scratch[0]
+        store.add(quad)
+        found = next(iter(store.quads_for_pattern(_P, _P, None))).object
+        store.remove(quad)      # (clear() costs 40x more)
+        _scratch[1] += 1
+        if _scratch[1] >= _SCRATCH_USES:
+            _scratch[:] = [ox.Store(), 0]
         if len(_canonical_cache) > _CACHE_LIMIT:
             _canonical_cache.clear()
         _canonical_cache[term] = found
