@@ -45,7 +45,8 @@ import itertools
 import os
 import time as clock
 import zlib
-from dataclasses import dataclass
+import random
+from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
 import pyoxigraph as ox
@@ -64,7 +65,7 @@ from .session import spark_session, task_failure
 
 _MATCH_GRAPH = "urn:spaseq:match:"
 MIN_PIECE_WINDOWS = 2          # a piece spans at least this many windows (overlap <= 1/2)
-TIME_SAMPLE = 100_000          # event times sampled to place the cuts
+TIME_SAMPLE_PER_SOURCE = 20_000   # event times sampled per file (part) to place the cuts
 SPLIT_BYTES = 64 << 20         # N-Quads files larger than this are read in parts of this size
 EDGE_ITEMS = _DONE_MEMORY      # items at each end of a part that a cut may have changed
 
@@ -220,6 +221,49 @@ def read_source(source: Source) -> Iterator[EventRecord | Rejected | PartEdges]:
         yield PartEdges(source.path, source.part, tuple(head), tuple(tail))
 
 
+@dataclass
+class ReadSummary:
+    """What reading one source gave, short: for the cut plan and the summary line."""
+    path: str | None = None
+    events: int = 0
+    triples: int = 0
+    first: Time | None = None
+    last: Time | None = None
+    times: list = field(default_factory=list)         # a sample, to place the cuts
+    rejections: list = field(default_factory=list)    # (position, message)
+    edges: list = field(default_factory=list)         # PartEdges of a part of a file
+
+
+def summarise_read(items: Iterable) -> list[ReadSummary]:
+    """One source's summary (a reading partition holds one source)."""
+    summary = ReadSummary()
+    sampler = random.Random(1)
+    for item in items:
+        if isinstance(item, EventRecord):
+            summary.events += 1
+            summary.triples += item.triples.count(b"\n")
+            if summary.first is None or item.time < summary.first:
+                summary.first = item.time
+            if summary.last is None or item.time > summary.last:
+                summary.last = item.time
+            if len(summary.times) < TIME_SAMPLE_PER_SOURCE:        # reservoir sampling
+                summary.times.append(item.time)
+            else:
+                slot = sampler.randrange(summary.events)
+                if slot < TIME_SAMPLE_PER_SOURCE:
+                    summary.times[slot] = item.time
+            if summary.path is None and item.position:
+                summary.path = item.position.rsplit(":", 1)[0]
+        elif isinstance(item, Rejected):
+            summary.rejections.append((item.position, item.message))
+            if summary.path is None and item.position:
+                summary.path = item.position.rsplit(":", 1)[0]
+        else:
+            summary.edges.append(item)
+            summary.path = item.path
+    return [summary]
+
+
 def clean_cuts(edges: list[PartEdges]) -> bool:
     """Whether reading a file's parts one by one gives exactly what reading it whole
     gives.  The reader judges an event by what lies near it (files.py: a timestamp
@@ -269,10 +313,12 @@ def archived_sources(compiled: CompiledQuery, streams: list[tuple[str, str]],
 @dataclass
 class PieceOutput:
     """What one piece sends back: its owned results (sorted later) and its engine's rejects."""
-    results: list[tuple[tuple, Result]]
+    results: list[tuple[tuple, tuple]]          # (sort key, pack_result(...))
     rejections: list[tuple[str | None, str]]
     peak_runs: int
     matches: int
+    events: int            # events the piece read (its own and its overlap)
+    seconds: float         # time in the engine
 
 
 class _PieceEngine(Engine):
@@ -291,9 +337,62 @@ class _PieceEngine(Engine):
         self.stats.matches += 1
         result = self.projector.project(match)
         first = min(e.time for e in match.events)
-        events = tuple(dataclasses.replace(e, triples=()) for e in result.events)  # shipped light
-        self.owned.append(((result.time, first, self.piece, len(self.owned)),
-                           dataclasses.replace(result, events=events)))
+        self.owned.append(((result.time, first, self.piece, len(self.owned)), pack_result(result)))
+
+
+# -- results between processes ----------------------------------------------------------
+# Unpickling pyoxigraph terms costs about 5 µs each, more than the engine spends on a
+# result: results travel as tuples of strings and are rebuilt on the driver.
+
+def pack_term(term) -> tuple:
+    if isinstance(term, ox.NamedNode):
+        return ("u", term.value)
+    if isinstance(term, ox.BlankNode):
+        return ("b", term.value)
+    if isinstance(term, ox.Literal):
+        return ("l", term.value, term.datatype.value, term.language)
+    return ("t", pack_term(term.subject), pack_term(term.predicate), pack_term(term.object))
+
+
+def unpack_term(packed: tuple, iris: dict):
+    kind = packed[0]
+    if kind == "u":
+        node = iris.get(packed[1])
+        if node is None:
+            if len(iris) > 100_000:
+                iris.clear()
+            node = iris[packed[1]] = ox.NamedNode(packed[1])
+        return node
+    if kind == "b":
+        return ox.BlankNode(packed[1])
+    if kind == "l":
+        if packed[3]:
+            return ox.Literal(packed[1], language=packed[3])
+        return ox.Literal(packed[1], datatype=unpack_term(("u", packed[2]), iris))
+    return ox.Triple(*(unpack_term(part, iris) for part in packed[1:]))
+
+
+def pack_result(result: Result) -> tuple:
+    bindings = None if result.bindings is None else \
+        tuple((name, pack_term(term)) for name, term in result.bindings.items())
+    triples = None if result.triples is None else tuple(pack_term(t) for t in result.triples)
+    events = tuple((e.stream, e.time, None if e.name is None else pack_term(e.name), e.position, e.is_datetime)
+                   for e in result.events)          # without their triples: outputs show none
+    return result.time, result.is_datetime, bindings, triples, events, result.graph is not None
+
+
+def unpack_result(packed: tuple, iris: dict) -> Result:
+    time, is_datetime, bindings, triples, events, has_graph = packed
+    return Result(
+        time, is_datetime,
+        None if bindings is None else {name: unpack_term(term, iris) for name, term in bindings},
+        None if triples is None else [unpack_term(t, iris) for t in triples],
+        tuple(Event(stream, at, (), None if name is None else unpack_term(name, iris), position, dt)
+              for stream, at, name, position, dt in events),
+        _PLACEHOLDER_GRAPH if has_graph else None)
+
+
+_PLACEHOLDER_GRAPH = ox.NamedNode(_MATCH_GRAPH + "0")    # numbered on the driver
 
 
 _WORKER_CACHE: dict[tuple, object] = {}
@@ -319,11 +418,14 @@ def evaluate_piece(piece: int, records: Iterable[EventRecord], query_text: str, 
     compiled = _cached(("query", query_text), lambda: compile_query(query_text))
     kb = _worker_kb(kb_specs)
     engine = _PieceEngine(compiled, kb, cut, piece, start)
-    for record in sorted(records, key=EventRecord.sort_key):
+    started = clock.perf_counter()
+    ordered = sorted(records, key=EventRecord.sort_key)
+    for record in ordered:
         engine.push_event(record.event())
     engine.close()
     rejections = [(e.position, e.message) for e in engine.stats.rejections]
-    return PieceOutput(engine.owned, rejections, engine.stats.peak_runs, engine.stats.matches)
+    return PieceOutput(engine.owned, rejections, engine.stats.peak_runs, engine.stats.matches,
+                       len(ordered), clock.perf_counter() - started)
 
 
 def event_keys(query_text: str, kb_specs: tuple, record: EventRecord) -> set[tuple]:
@@ -394,27 +496,25 @@ class SparkRun:
         read.persist()
         cached = [read]
         try:
-            read = self._whole_where_cuts_changed(context, read)
+            summaries = read.mapPartitions(summarise_read).collect()      # one pass: stats and edges
+            read, summaries = self._whole_where_cuts_changed(context, read, summaries)
             if read is not cached[0]:
                 read.persist()
                 cached.append(read)
-            for rejected in read.filter(lambda item: isinstance(item, Rejected)).collect():
-                self._reject(rejected.position, rejected.message)
-            records = read.filter(lambda item: isinstance(item, EventRecord))
-            summary = records.map(lambda r: (1, len(r.triples) and r.triples.count(b"\n"), r.time, r.time)) \
-                .fold((0, 0, None, None), _combine_summary)
-            count, triples, first, last = summary
+            for summary in summaries:
+                for position, message in summary.rejections:
+                    self._reject(position, message)
+            count = sum(summary.events for summary in summaries)
+            triples = sum(summary.triples for summary in summaries)
             self.report.read_seconds = clock.perf_counter() - started
             self.progress(f"read {count:,} events from {len(self.sources)} file"
                           f"{'s' * (len(self.sources) != 1)} in {self.report.read_seconds:.1f} s")
             if not count:
                 return
-            times = []
-            if self.compiled.automaton.window is not None and not self.compiled.automaton.tumbling:
-                sample = records.map(lambda r: r.time)       # the cuts lie at quantiles of time
-                if count > TIME_SAMPLE:
-                    sample = sample.sample(False, TIME_SAMPLE / count, seed=1)
-                times = sample.collect()
+            first = min(summary.first for summary in summaries if summary.events)
+            last = max(summary.last for summary in summaries if summary.events)
+            times = [t for summary in summaries for t in summary.times]
+            records = read.filter(lambda item: isinstance(item, EventRecord))
             start = self.start
             if start is None and self.compiled.automaton.tumbling:
                 start = first          # the streaming engine's t0: the first event
@@ -450,43 +550,49 @@ class SparkRun:
                     self._reject(position, message)
         self.stats.events = count - len(rejected)
         self.stats.triples = triples
+        busy = [o.seconds for o in outputs]
+        read_by_pieces = sum(o.events for o in outputs)
         self.progress(f"evaluated {cut.pieces} piece{'s' * (cut.pieces != 1)} ({_describe_cut(cut)}) "
-                      f"in {self.report.evaluate_seconds:.1f} s")
+                      f"in {self.report.evaluate_seconds:.1f} s: engines busy {sum(busy):.1f} s in all, "
+                      f"{max(busy, default=0):.1f} s the longest; {read_by_pieces:,} events read "
+                      f"({read_by_pieces / max(1, count):.2f}x the input)")
         yield from self._final(sorted(itertools.chain.from_iterable(o.results for o in outputs),
                                       key=lambda item: item[0]))
 
-    def _whole_where_cuts_changed(self, context, read):
+    def _whole_where_cuts_changed(self, context, read, summaries: list[ReadSummary]):
         """Files read in parts whose cuts may have changed an event are read again whole."""
-        parts = [s for s in self.sources if s.span is not None]
-        if not parts:
-            return read
         by_path: dict[str, list[PartEdges]] = {}
-        for edges in read.filter(lambda item: isinstance(item, PartEdges)).collect():
-            by_path.setdefault(edges.path, []).append(edges)
+        for summary in summaries:
+            for edges in summary.edges:
+                by_path.setdefault(edges.path, []).append(edges)
         again = {path for path, edges in by_path.items() if not clean_cuts(edges)}
         if not again:
-            return read
+            return read, summaries
         self.progress(f"{len(again)} file{'s' * (len(again) != 1)} read again whole: events lie "
                       "across the places where they were cut")
         first = {}
-        for source in parts:
+        for source in self.sources:
             if source.path in again:
                 first.setdefault(source.path, source)
         # the whole file takes its first part's place in the merge order
-        whole = [dataclasses.replace(source, span=None, part=0) for source in first.values()]
+        whole = context.parallelize([dataclasses.replace(source, span=None, part=0) for source in first.values()],
+                                    len(first)).flatMap(read_source)
         kept = read.filter(lambda item: not isinstance(item, PartEdges) and not _from_parts_of(item, again))
-        return kept.union(context.parallelize(whole, len(whole)).flatMap(read_source))
+        summaries = [s for s in summaries if s.path not in again] + whole.mapPartitions(summarise_read).collect()
+        return kept.union(whole), summaries
 
-    def _final(self, ordered: list[tuple[tuple, Result]]) -> Iterator[Result]:
+    def _final(self, ordered: list[tuple[tuple, tuple]]) -> Iterator[Result]:
         """DISTINCT and CONSTRUCT graph numbers, once over the whole output."""
         seen: set | None = set() if self.compiled.query.distinct else None
         number = itertools.count(1)
-        for _, result in ordered:
-            if seen is not None and result.bindings is not None:
-                key = frozenset(result.bindings.items())
+        iris: dict = {}
+        for _, packed in ordered:
+            if seen is not None and packed[2] is not None:
+                key = frozenset(packed[2])
                 if key in seen:
                     continue
                 seen.add(key)
+            result = unpack_result(packed, iris)
             if result.graph is not None:
                 result.graph = ox.NamedNode(f"{_MATCH_GRAPH}{next(number)}")
             self.stats.results += 1
@@ -525,12 +631,6 @@ def _stamped(spec: str) -> tuple[str, tuple]:
     except OSError:
         return spec, ()
     return spec, (stat.st_mtime_ns, stat.st_size)
-
-
-def _combine_summary(a: tuple, b: tuple) -> tuple:
-    def pick(x, y, better):
-        return y if x is None else x if y is None else better(x, y)
-    return a[0] + b[0], a[1] + b[1], pick(a[2], b[2], min), pick(a[3], b[3], max)
 
 
 def _describe_cut(cut: Cut) -> str:
