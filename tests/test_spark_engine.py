@@ -278,7 +278,7 @@ def test_spark_bench_checks_results_and_reports_speedups(spark, capsys):
                               spark.sparkContext.master, "--spark-files", "3", "--quiet"])
     assert args.func(args) == 0
     out = capsys.readouterr().out
-    assert "stock-v (Q4 V-shape)" in out and "600" in out and "session already running" in out
+    assert "stock-v (Q4 V-shape)" in out and "600" in out and "in a running session" in out
 
 
 def test_large_nquads_files_are_read_in_parts(tmp_path):
