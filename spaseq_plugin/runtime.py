@@ -187,6 +187,7 @@ class Runtime:
             s.final_guards for s in self.nfa.states)
         self.active_runs = 0
         self.peak_runs = 0
+        self._batch_matches: list[Match] | None = None     # matches of the batch being processed
         self._memo: dict[tuple[GpmPattern, Event, frozenset], list[Solution]] = {}
         self._swept: Time | None = None
         self._expiry: list[tuple[Time, int, Run]] = []      # live runs by first τ (span windows)
@@ -205,6 +206,18 @@ class Runtime:
     # -- driving ---------------------------------------------------------
 
     def process_batch(self, time: Time, events: list[Event]) -> None:
+        # A batch's matches go out together, in a natural order that does not depend
+        # on how runs are indexed: by match time, then by the times of their events.
+        self._batch_matches = []
+        try:
+            self._process_batch(time, events)
+        finally:
+            matches, self._batch_matches = self._batch_matches, None
+        matches.sort(key=_match_order)
+        for match in matches:
+            self.emit(match)
+
+    def _process_batch(self, time: Time, events: list[Event]) -> None:
         self._memo = {}
         if self.tumbling:
             if self.tumbling_start is not None and time < self.tumbling_start:
@@ -660,7 +673,11 @@ class Runtime:
             part.runs -= 1
 
     def _emit_run(self, run: Run, time: Time) -> None:
-        self.emit(Match(time, run.mu, run.events, run.iterations))
+        match = Match(time, run.mu, run.events, run.iterations)
+        if self._batch_matches is not None:
+            self._batch_matches.append(match)
+        else:
+            self.emit(match)
 
     def _partition_keys(self, event: Event) -> set[tuple]:
         keys = set()
@@ -672,6 +689,10 @@ class Runtime:
                 if None not in key:
                     keys.add(key)
         return keys
+
+
+def _match_order(match: Match) -> tuple:
+    return match.time, tuple(event.time for event in match.events)
 
 
 def _append_iteration(iterations, atom: int, local: Solution):
