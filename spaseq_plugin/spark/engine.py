@@ -32,7 +32,8 @@ engine's own reader (the same rejects, with file and line), its events
 kept as N-Triples bytes; (2) each event is sent to the pieces that need it
 and each piece runs the engine on its events in time order (stable by
 ``--stream`` order, then file order, then file position, as the streaming
-merge); (3) results are sorted by (match time, first event time), and
+merge); (3) results are sorted as the streaming engine emits them (match time, then
+the times of their events), and
 DISTINCT and CONSTRUCT's graph numbering are applied once, on the driver.
 """
 
@@ -336,8 +337,8 @@ class _PieceEngine(Engine):
             return
         self.stats.matches += 1
         result = self.projector.project(match)
-        first = min(e.time for e in match.events)
-        self.owned.append(((result.time, first, self.piece, len(self.owned)), pack_result(result)))
+        times = tuple(e.time for e in match.events)      # the streaming engine's order (runtime)
+        self.owned.append(((result.time, times, self.piece, len(self.owned)), pack_result(result)))
 
 
 # -- results between processes ----------------------------------------------------------
