@@ -278,13 +278,17 @@ def result_key(result):
     return (result.time, tuple(sorted((k, str(v)) for k, v in result.bindings.items())))
 
 
-def compare(scenario: Scenario, label: str) -> None:
+def compiled_scenario(scenario: Scenario):
+    """The scenario's query compiled (hypothesis discards a scenario whose query does not)."""
     note(repr(scenario))
     try:
-        compiled = compile_query(scenario.query)
+        return compile_query(scenario.query)
     except QueryError:
         assume(False)
-        return
+
+
+def compare(scenario: Scenario, label: str) -> None:
+    compiled = compiled_scenario(scenario)
     events = to_events(scenario.events)
     expected = collections.Counter(
         result_key(r) for r in reference_evaluate(compiled, events, start=scenario.start))

@@ -22,10 +22,10 @@ import tempfile
 
 import pyoxigraph as ox
 import pytest
-from hypothesis import assume, given, note, settings
+from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from spaseq_plugin import Engine, QueryError, compile_query
+from spaseq_plugin import Engine, compile_query
 from spaseq_plugin.cli import main
 from spaseq_plugin.events import PROV_GENERATED_AT, Event
 from spaseq_plugin.reference import reference_evaluate
@@ -33,7 +33,7 @@ from spaseq_plugin.streams.files import read_stream_file
 from spaseq_plugin.spark.engine import SparkRun, archived_sources, key_piece, plan_cut
 
 from shared_paths import ACCEPTANCE, CASES
-from test_differential import STREAMS, result_key, scenarios, to_events
+from test_differential import STREAMS, compiled_scenario, result_key, scenarios, to_events
 
 CASE_DIRS = sorted(p for p in CASES.iterdir() if (p / "case.json").exists()) if CASES.is_dir() else []
 SPARK_EXAMPLES = int(os.environ.get("SPASEQ_SPARK_EXAMPLES", "40"))
@@ -74,12 +74,7 @@ def spark_results(compiled, query: str, events: list[Event], *, start=None, piec
 @settings(max_examples=SPARK_EXAMPLES)
 @given(scenarios(), st.sampled_from([2, 3, 5]))
 def test_spark_equals_streaming_engine(scenario, pieces):
-    note(repr(scenario))
-    try:
-        compiled = compile_query(scenario.query)
-    except QueryError:
-        assume(False)
-        return
+    compiled = compiled_scenario(scenario)
     events = [e for e in to_events(scenario.events) if e.stream in compiled.streams]
     expected = collections.Counter(result_key(r) for r in Engine(compiled, start=scenario.start).run(events))
     assert expected == collections.Counter(
