@@ -110,17 +110,9 @@ def add_kb_parser(subparsers) -> argparse.ArgumentParser:
     query.add_argument("--format", "-f", choices=["table", *RESULT_FORMATS], default="table",
                        help="output format (default: table)")
     query.set_defaults(func=cmd_query)
-    _add_materialize(sub)
+    from .spark.materialize import add_materialize_parser      # (it imports pyspark only when run)
+    add_materialize_parser(sub)
     return kb
-
-
-def _add_materialize(subparsers) -> None:
-    """``kb materialize``, from :mod:`.spark.materialize` once that module exists."""
-    try:
-        from .spark.materialize import add_materialize_parser
-    except ImportError:
-        return
-    add_materialize_parser(subparsers)
 
 
 def _help(parser: argparse.ArgumentParser) -> int:
