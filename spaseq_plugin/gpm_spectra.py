@@ -45,6 +45,9 @@ KB joins: a GRAPH block's solutions are materialised when the plan is made
 (the paper's approach) and indexed by the variables it shares with the
 event pattern; when that would exceed ``materialize_limit`` rows, the
 evaluator looks them up in the store per distinct key instead, with a cache.
+A KB that keeps block solutions ready (``block_solutions``: the
+``materialized:`` store that ``spaseq kb materialize`` fills on Spark) hands
+them over as they are, without a query.
 
 Values the Python filter semantics does not model exactly (see
 sparql_values) make that one evaluation go to Oxigraph.
