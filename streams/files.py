@@ -79,6 +79,7 @@ from ..hookspecs import hookimpl
 from ..events import PROV_GENERATED_AT, Event, Time, format_time, parse_timestamp
 
 __all__ = [
+    "DONE_MEMORY",
     "NEAR_GRAPHS",
     "merge_streams",
     "open_stream",
@@ -86,17 +87,19 @@ __all__ = [
     "read_manifest_streams",
     "read_ntriples_chunks",
     "read_stream_file",
+    "nquads_spans",
     "stream_file_format",
+    "stream_file_paths",
 ]
 
 #: How many other graphs may start between a graph's first block and its
 #: timestamp (or its other blocks) before the event is judged.
 NEAR_GRAPHS = 1000
 
-# How many finished graph names a reader remembers, to tell a late block or a
-# late different timestamp of an already emitted graph.  Bounded so that a
-# very long file does not grow memory without end.
-_DONE_MEMORY = 10_000
+#: How many finished graph names a reader remembers, to tell a late block or a
+#: late different timestamp of an already emitted graph.  Bounded so that a
+#: very long file does not grow memory without end.
+DONE_MEMORY = 10_000
 
 _CHUNK_BYTES = 1 << 20
 _NQUADS_BATCH_LINES = 2000
@@ -459,7 +462,7 @@ class _Assembler:
 
     def _remember(self, name, time) -> None:
         self.done[name] = time
-        if len(self.done) > _DONE_MEMORY:
+        if len(self.done) > DONE_MEMORY:
             self.done.popitem(last=False)
 
     def _forget_old_orphans(self) -> None:

@@ -60,7 +60,7 @@ from ..gpm_spectra import SpectraEvaluator
 from ..kb import KnowledgeBase, _scheme, split_graph_spec
 from ..results import Result
 from ..runtime import Match
-from ..streams.files import (_DONE_MEMORY, nquads_spans, read_manifest, read_ntriples_chunks, read_stream_file,
+from ..streams.files import (DONE_MEMORY, nquads_spans, read_manifest, read_ntriples_chunks, read_stream_file,
                              stream_file_paths)
 from .session import spark_session, task_failure
 
@@ -68,7 +68,7 @@ _MATCH_GRAPH = "urn:spaseq:match:"
 MIN_PIECE_WINDOWS = 2          # a piece spans at least this many windows (overlap <= 1/2)
 TIME_SAMPLE_PER_SOURCE = 20_000   # event times sampled per file (part) to place the cuts
 SPLIT_BYTES = 64 << 20         # N-Quads files larger than this are read in parts of this size
-EDGE_ITEMS = _DONE_MEMORY      # items at each end of a part that a cut may have changed
+EDGE_ITEMS = DONE_MEMORY      # items at each end of a part that a cut may have changed
 
 
 @dataclass(frozen=True)
@@ -268,7 +268,7 @@ def summarise_read(items: Iterable) -> list[ReadSummary]:
 def clean_cuts(edges: list[PartEdges]) -> bool:
     """Whether reading a file's parts one by one gives exactly what reading it whole
     gives.  The reader judges an event by what lies near it (files.py: a timestamp
-    within NEAR_GRAPHS graphs, a repeated graph within _DONE_MEMORY events), so a
+    within NEAR_GRAPHS graphs, a repeated graph within DONE_MEMORY events), so a
     cut changes nothing when, near every cut, no part rejected anything (a split
     event leaves an event without a timestamp on one side), no graph occurs on
     both sides, and times go on increasing across it."""
