@@ -187,7 +187,8 @@ class Runtime:
             s.final_guards for s in self.nfa.states)
         self.active_runs = 0
         self.peak_runs = 0
-        self._batch_matches: list[Match] | None = None     # matches of the batch being processed
+        self._batch_matches: list[Match] = []      # matches of the batch being processed
+        self._batching = False
         self._memo: dict[tuple[GpmPattern, Event, frozenset], list[Solution]] = {}
         self._swept: Time | None = None
         self._expiry: list[tuple[Time, int, Run]] = []      # live runs by first τ (span windows)
@@ -208,14 +209,17 @@ class Runtime:
     def process_batch(self, time: Time, events: list[Event]) -> None:
         # A batch's matches go out together, in a natural order that does not depend
         # on how runs are indexed: by match time, then by the times of their events.
-        self._batch_matches = []
+        self._batching = True
         try:
             self._process_batch(time, events)
         finally:
-            matches, self._batch_matches = self._batch_matches, None
-        matches.sort(key=_match_order)
-        for match in matches:
-            self.emit(match)
+            self._batching = False
+        matches = self._batch_matches
+        if matches:
+            matches.sort(key=_match_order)
+            for match in matches:
+                self.emit(match)
+            matches.clear()
 
     def _process_batch(self, time: Time, events: list[Event]) -> None:
         self._memo = {}
@@ -674,21 +678,28 @@ class Runtime:
 
     def _emit_run(self, run: Run, time: Time) -> None:
         match = Match(time, run.mu, run.events, run.iterations)
-        if self._batch_matches is not None:
+        if self._batching:
             self._batch_matches.append(match)
         else:
             self.emit(match)
 
     def _partition_keys(self, event: Event) -> set[tuple]:
-        keys = set()
-        for gpm in self.q.placement:
-            if event.stream not in gpm.streams:
-                continue
-            for s in self._evaluate(gpm, event, {}, True):
-                key = tuple(s.get(v) for v in self.q.partition_by)
-                if None not in key:
-                    keys.add(key)
-        return keys
+        return partition_keys(self.q, event, lambda gpm: self._evaluate(gpm, event, {}, True))
+
+
+def partition_keys(compiled: CompiledQuery, event: Event,
+                   standalone: Callable[[GpmPattern], list[Solution]]) -> set[tuple]:
+    """The PARTITION BY keys an event belongs to (semantics.md section 8): the values any
+    placement pattern binds on it; ``standalone(gpm)`` gives a GPM's solutions on the event."""
+    keys = set()
+    for gpm in compiled.placement:
+        if event.stream not in gpm.streams:
+            continue
+        for solution in standalone(gpm):
+            key = tuple(solution.get(v) for v in compiled.query.partition_by)
+            if None not in key:
+                keys.add(key)
+    return keys
 
 
 def _match_order(match: Match) -> tuple:

@@ -23,6 +23,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
+from ..bench import canonical_result
 from ..compiler import compile_query
 from ..engine import Engine
 from ..streams.files import merge_streams, read_stream_file
@@ -59,7 +60,7 @@ def write_archive(events: int, folder: str, files: int) -> list[str]:
 
 
 def _digest(results) -> tuple[int, str]:
-    lines = sorted(f"{r.time}|" + ";".join(f"{k}={v}" for k, v in sorted(r.bindings.items())) for r in results)
+    lines = sorted(canonical_result(r) for r in results)
     return len(lines), hashlib.sha256("\n".join(lines).encode()).hexdigest()
 
 

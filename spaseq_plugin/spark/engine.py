@@ -59,7 +59,7 @@ from ..events import Event, Time
 from ..gpm_spectra import SpectraEvaluator
 from ..kb import KnowledgeBase, _scheme, split_graph_spec
 from ..results import Result
-from ..runtime import Match
+from ..runtime import Match, partition_keys
 from ..streams.files import (DONE_MEMORY, nquads_spans, read_manifest, read_ntriples_chunks, read_stream_file,
                              stream_file_paths)
 from .session import spark_session, task_failure
@@ -330,15 +330,10 @@ class _PieceEngine(Engine):
         super().__init__(compiled, kb=kb, start=start)
         self.projector.distinct_seen = None
         self.cut, self.piece = cut, piece
-        self.owned: list[tuple[tuple, Result]] = []
 
     def _on_match(self, match: Match) -> None:
-        if not self.cut.owns(self.piece, match):
-            return
-        self.stats.matches += 1
-        result = self.projector.project(match)
-        times = tuple(e.time for e in match.events)      # the streaming engine's order (runtime)
-        self.owned.append(((result.time, times, self.piece, len(self.owned)), pack_result(result)))
+        if self.cut.owns(self.piece, match):
+            super()._on_match(match)
 
 
 # -- results between processes ----------------------------------------------------------
@@ -421,28 +416,21 @@ def evaluate_piece(piece: int, records: Iterable[EventRecord], query_text: str, 
     engine = _PieceEngine(compiled, kb, cut, piece, start)
     started = clock.perf_counter()
     ordered = sorted(records, key=EventRecord.sort_key)
-    for record in ordered:
-        engine.push_event(record.event())
-    engine.close()
+    owned = []
+    for result in engine.run(record.event() for record in ordered):
+        times = tuple(e.time for e in result.events)      # the streaming engine's order (runtime)
+        owned.append(((result.time, times, piece, len(owned)), pack_result(result)))
     rejections = [(e.position, e.message) for e in engine.stats.rejections]
-    return PieceOutput(engine.owned, rejections, engine.stats.peak_runs, engine.stats.matches,
+    return PieceOutput(owned, rejections, engine.stats.peak_runs, engine.stats.matches,
                        len(ordered), clock.perf_counter() - started)
 
 
 def event_keys(query_text: str, kb_specs: tuple, record: EventRecord) -> set[tuple]:
-    """The PARTITION BY keys an event belongs to (semantics.md section 8)."""
+    """The PARTITION BY keys an event belongs to, as the runtime finds them."""
     compiled = _cached(("query", query_text), lambda: compile_query(query_text))
-    kb = _worker_kb(kb_specs)
-    evaluator = _cached(("keys", query_text, kb_specs), lambda: SpectraEvaluator(kb))
+    evaluator = _cached(("keys", query_text, kb_specs), lambda: SpectraEvaluator(_worker_kb(kb_specs)))
     event = record.event()
-    keys = set()
-    for gpm in compiled.placement:
-        if event.stream in gpm.streams:
-            for solution in evaluator.evaluate(gpm, event, [{}])[0]:
-                key = tuple(solution.get(v) for v in compiled.query.partition_by)
-                if None not in key:
-                    keys.add(key)
-    return keys
+    return partition_keys(compiled, event, lambda gpm: evaluator.evaluate(gpm, event, [{}])[0])
 
 
 # -- the driver ---------------------------------------------------------------------------
