@@ -54,9 +54,6 @@ class GpmPattern:
     algebra: object = None        # rdflib's algebra of the body, for evaluators that plan
     size: int = 0                 # triple patterns in the body: a cost estimate
 
-    def __hash__(self) -> int:
-        return id(self)
-
     @property
     def uses_kb(self) -> bool:
         return bool(self.kb_graphs) or self.kb_graph_var

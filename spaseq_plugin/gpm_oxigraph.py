@@ -44,7 +44,12 @@ class GpmEvaluator(Protocol):
 
     def evaluate(self, gpm: GpmPattern, event: Event,
                  mappings: Sequence[Mapping[str, Term]]) -> list[list[Solution]]:
-        """For each mapping, the solutions of ``gpm`` on ``event`` compatible with it."""
+        """For each mapping, the solutions of ``gpm`` on ``event`` compatible with it.
+
+        An evaluator may also offer ``evaluate_one(gpm, event, mu)``: the
+        solutions compatible with a run's whole mapping, answered so cheaply
+        that the runtime calls it per run without memoising (see gpm_spectra).
+        """
 
 
 class OxigraphEvaluator:

@@ -71,6 +71,8 @@ from .rdflib_terms import rdflib_to_ox, unalias
 from .sparql_values import Unsupported, canonical, native
 
 MATERIALIZE, LOOKUP = "materialize", "lookup"
+_UNPLANNED = object()      # a GPM not planned yet (its plan may be None: the fallback)
+_NONE: list = []           # shared empty answer, never modified
 
 
 @dataclass(eq=False)
@@ -107,6 +109,10 @@ class Plan:
     shape: tuple = ()                      # equal shapes: same solutions up to variable names
     names: tuple[str, ...] = ()            # the variables in shape order
     orders: dict = field(default_factory=dict)   # view sizes -> join steps (see _steps)
+    bound_order: tuple[str, ...] = ()      # ``bound``, sorted: index keys list variables in this order
+
+    def __post_init__(self):
+        self.bound_order = tuple(sorted(self.bound))
 
 
 @dataclass(eq=False, slots=True)
@@ -145,16 +151,32 @@ class SpectraEvaluator:
 
     def evaluate(self, gpm: GpmPattern, event: Event,
                  mappings: Sequence[Mapping[str, Term]]) -> list[list[Solution]]:
-        plan = self.plan(gpm)
-        if plan is None:
-            return self.fallback.evaluate(gpm, event, mappings)
-        try:
-            state = self._state(event)
-            solutions = self._standalone(gpm, plan, state)
-            return [self._extend(gpm, plan, solutions, mapping, state) for mapping in mappings]
-        except Unsupported:
-            self.fallbacks += 1
-            return self.fallback.evaluate(gpm, event, mappings)
+        return [self.evaluate_one(gpm, event, {v: canonical(t) for v, t in mapping.items()})
+                for mapping in mappings]
+
+    def evaluate_one(self, gpm: GpmPattern, event: Event, mapping: Mapping[str, Term]) -> list[Solution]:
+        """The solutions of ``gpm`` on ``event`` compatible with ``mapping``, a
+        run's whole μ (only the GPM's variables count).  The list and its
+        dicts may be shared with other calls: callers never modify them.
+
+        The runtime's μ holds only values from this evaluator's solutions,
+        the KB's or Oxigraph's, all in canonical form already, so they are
+        compared with the event's canonical terms as they are (``evaluate``
+        canonicalises the mappings it is given)."""
+        plan = self._plans.get(gpm, _UNPLANNED)
+        if plan is _UNPLANNED:
+            plan = self.plan(gpm)
+        if plan is not None:
+            try:
+                state = self._events.get(event) or self._state(event)
+                solutions = state.standalone.get(gpm)
+                if solutions is None:
+                    solutions = self._standalone(gpm, plan, state)
+                return self._extend(gpm, plan, solutions, mapping, state)
+            except Unsupported:
+                self.fallbacks += 1
+        restricted = {v: t for v, t in mapping.items() if v in gpm.mentioned}
+        return self.fallback.evaluate(gpm, event, [restricted])[0]
 
     def certain_variables(self, gpm: GpmPattern) -> frozenset[str] | None:
         """Variables every solution of ``gpm`` binds (``None``: not known, the GPM goes to Oxigraph)."""
@@ -185,7 +207,7 @@ class SpectraEvaluator:
     @staticmethod
     def mapping_key(mapping: Mapping[str, Term], variables: tuple[str, ...]) -> tuple | None:
         """A run's values of ``variables`` as :meth:`solution_keys` lists them (``None``: one is unbound)."""
-        key = tuple(canonical(mapping.get(v)) for v in variables)
+        key = tuple(mapping.get(v) for v in variables)     # (canonical already: see evaluate_one)
         return None if None in key else key
 
     def solution_keys(self, gpm: GpmPattern, event: Event, variables: tuple[str, ...]) -> dict | None:
@@ -402,23 +424,29 @@ class SpectraEvaluator:
     def _extend(self, gpm: GpmPattern, plan: Plan, solutions: list[Solution],
                 mapping: Mapping[str, Term], state: _EventState) -> list[Solution]:
         """The standalone solutions compatible with one run's bindings, filtered."""
-        injected = {v: canonical(t) for v, t in mapping.items() if v in plan.mentioned}
+        injected = {v: mapping[v] for v in plan.mentioned if v in mapping}
         if not injected:
             candidates = solutions
         else:
-            shared = tuple(sorted(v for v in injected if v in plan.bound))
+            shared = tuple(v for v in plan.bound_order if v in injected)
             if shared:
                 candidates = self._index(gpm, shared, solutions, state).get(
-                    tuple(injected[v] for v in shared), ())
+                    tuple(injected[v] for v in shared), _NONE)
             else:
                 candidates = solutions
-        if not plan.stateful_filters and not injected:
-            return [dict(s) for s in candidates]
+        filters = plan.stateful_filters
+        if not filters:
+            # Every injected variable is bound by the plan (only stateful filters
+            # read others), so the index already made the candidates agree with μ.
+            return candidates
         out = []
         for s in candidates:
             row = dict(injected)
             row.update(s)
-            if all(keep(row) for keep in plan.stateful_filters):
+            for keep in filters:
+                if not keep(row):
+                    break
+            else:
                 out.append(row)
         return out
 

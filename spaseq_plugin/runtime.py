@@ -195,6 +195,7 @@ class Runtime:
         self._batch_streams: set[str] = set()
         # evaluators that answer many mappings in one query get them together
         self._prefetching = getattr(evaluator, "batches_mappings", False)
+        self._evaluate_one = None if self._prefetching else getattr(evaluator, "evaluate_one", None)
         self._probes: dict[Edge, Probe] = self._make_probes()
         self._batch_keys: dict[Edge, dict | None] = {}     # per partition batch: see _offered
         self._waiting_on: dict[str, list[Edge]] = {}       # stream -> non-strict edges reading it
@@ -483,7 +484,10 @@ class Runtime:
                 self._memo[(gpm, event, key)] = solutions
 
     def _evaluate(self, gpm: GpmPattern, event: Event, mu: dict, standalone: bool) -> list[Solution]:
-        """Solutions of ``gpm`` on ``event`` under ``mu``, memoised for the batch."""
+        """Solutions of ``gpm`` on ``event`` under ``mu``, memoised for the batch
+        unless the evaluator answers one mapping at the cost of a lookup."""
+        if self._evaluate_one is not None:
+            return self._evaluate_one(gpm, event, _EMPTY if standalone else mu)
         restricted = {} if standalone else {v: t for v, t in mu.items() if v in gpm.mentioned}
         key = (gpm, event, frozenset(restricted.items()))
         solutions = self._memo.get(key)
@@ -700,6 +704,9 @@ def partition_keys(compiled: CompiledQuery, event: Event,
             if None not in key:
                 keys.add(key)
     return keys
+
+
+_EMPTY: dict = {}       # the empty mapping, never modified
 
 
 def _match_order(match: Match) -> tuple:
