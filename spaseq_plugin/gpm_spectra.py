@@ -138,6 +138,7 @@ class SpectraEvaluator:
         self._plans: dict[GpmPattern, Plan | None] = {}
         self._reasons: dict[GpmPattern, str] = {}
         self._events: dict[Event, _EventState] = {}
+        self._predicates: set[ox.NamedNode] = set()     # what some plan's triple patterns use
         self.fallbacks = 0           # evaluations that went to Oxigraph for a value
 
     @property
@@ -207,7 +208,7 @@ class SpectraEvaluator:
     @staticmethod
     def mapping_key(mapping: Mapping[str, Term], variables: tuple[str, ...]) -> tuple | None:
         """A run's values of ``variables`` as :meth:`solution_keys` lists them (``None``: one is unbound)."""
-        key = tuple(mapping.get(v) for v in variables)     # (canonical already: see evaluate_one)
+        key = tuple([mapping.get(v) for v in variables])     # (canonical already: see evaluate_one)
         return None if None in key else key
 
     def solution_keys(self, gpm: GpmPattern, event: Event, variables: tuple[str, ...]) -> dict | None:
@@ -249,6 +250,9 @@ class SpectraEvaluator:
             plan = None
             self._reasons[gpm] = str(e)
         self._plans[gpm] = plan
+        if plan is not None and not {p.predicate for p in plan.patterns} <= self._predicates:
+            self._predicates |= {p.predicate for p in plan.patterns}
+            self._events.clear()         # summaries made without the new predicates
         return plan
 
     def _make_plan(self, gpm: GpmPattern) -> Plan:
@@ -317,7 +321,7 @@ class SpectraEvaluator:
         if state is None:
             if len(self._events) >= _KEPT_EVENTS:
                 del self._events[next(iter(self._events))]
-            state = self._events[event] = _EventState(_summarise(event))
+            state = self._events[event] = _EventState(_summarise(event, self._predicates))
         return state
 
     def _standalone(self, gpm: GpmPattern, plan: Plan, state: _EventState) -> list[Solution]:
@@ -345,41 +349,41 @@ class SpectraEvaluator:
                 return []
             views.append(rows)
         order, final = _steps(plan, views)
-        steps = [(plan.patterns[index], views[index], ready) for index, ready in order]
+        last = len(order) - 1
         solutions: list[Solution] = []
+        row: dict = {}
 
-        def extend(depth: int, row: dict) -> None:
-            if depth == len(steps):
-                solutions.append(dict(row))
-                return
-            pattern, rows, ready = steps[depth]
-            s_var, s = pattern.subject
-            o_var, o = pattern.object
+        def extend(depth: int) -> None:
+            s_var, s, o_var, o, same, index, ready = order[depth]
             s_val = row.get(s) if s_var else s
             o_val = row.get(o) if o_var else o
-            for subject, obj in rows:
-                if s_val is not None and subject != s_val:
+            bind_s = s_val is None          # (a constant is never None)
+            bind_o = o_val is None and not (same and bind_s)
+            for subject, obj in views[index]:
+                if not bind_s and subject != s_val:
                     continue
                 if o_val is not None and obj != o_val:
                     continue
-                added = []
-                if s_var and s_val is None:
+                if same and bind_s and obj != subject:    # ?x :p ?x
+                    continue
+                if bind_s:
                     row[s] = subject
-                    added.append(s)
-                if o_var and o_val is None:
-                    if added and o == s:          # ?x :p ?x
-                        if obj != subject:
-                            del row[s]
-                            continue
+                if bind_o:
+                    row[o] = obj
+                for keep in ready:
+                    if not keep(row):
+                        break
+                else:
+                    if depth == last:
+                        solutions.append(dict(row))
                     else:
-                        row[o] = obj
-                        added.append(o)
-                if all(keep(row) for keep in ready):
-                    extend(depth + 1, row)
-                for name in added:
-                    del row[name]
+                        extend(depth + 1)
+                if bind_s:
+                    del row[s]
+                if bind_o:
+                    del row[o]
 
-        extend(0, {})
+        extend(0)
         for join in plan.kb:
             solutions = self._join_kb(join, solutions)
         if final:
@@ -489,12 +493,15 @@ def _comparison(expr) -> list[tuple[str, str, str]]:
     return []
 
 
-def _summarise(event: Event) -> dict:
-    """GRAPH-SUMMARY: the event's triples by predicate, in canonical form."""
+def _summarise(event: Event, predicates: set[ox.NamedNode]) -> dict:
+    """GRAPH-SUMMARY: the event's triples whose predicate some plan uses, by
+    predicate, in canonical form."""
     views: dict[ox.NamedNode, dict[tuple, None]] = {}
     for triple in event.triples:
-        # a graph is a set: canonical forms may make two triples one
-        views.setdefault(triple.predicate, {})[(triple.subject, canonical(triple.object))] = None
+        predicate = triple.predicate
+        if predicate in predicates:
+            # a graph is a set: canonical forms may make two triples one
+            views.setdefault(predicate, {})[(triple.subject, canonical(triple.object))] = None
     return {p: list(rows) for p, rows in views.items()}
 
 
@@ -520,8 +527,10 @@ def _shape(patterns: list[_Pattern], graphs: list[tuple[str, list[_Pattern]]], e
 
 
 def _steps(plan: Plan, views: list[list]) -> tuple[list, list]:
-    """The join order for these view sizes, each step with the filters it makes
-    decidable, and the filters left for after the KB join; cached per plan."""
+    """The join steps for these view sizes, ``(subject is a variable, subject,
+    object is a variable, object, the two are one variable, view index,
+    filters the step makes decidable)``, and the filters left for after the
+    KB join; cached per plan."""
     sizes = tuple(len(v) for v in views)
     found = plan.orders.get(sizes)
     if found is None:
@@ -531,8 +540,11 @@ def _steps(plan: Plan, views: list[list]) -> tuple[list, list]:
         steps = []
         bound: set[str] = set()
         for index in _join_order(plan.patterns, views):
-            bound |= plan.patterns[index].vars
-            steps.append((index, [keep for needed, keep in pending if needed <= bound]))
+            pattern = plan.patterns[index]
+            bound |= pattern.vars
+            (s_var, s), (o_var, o) = pattern.subject, pattern.object
+            steps.append((s_var, s, o_var, o, s_var and o_var and s == o, index,
+                          [keep for needed, keep in pending if needed <= bound]))
             pending = [(n, k) for n, k in pending if not n <= bound]
         found = plan.orders[sizes] = (steps, [keep for _, keep in pending])
     return found

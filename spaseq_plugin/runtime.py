@@ -199,6 +199,8 @@ class Runtime:
         self._probes: dict[Edge, Probe] = self._make_probes()
         self._batch_keys: dict[Edge, dict | None] = {}     # per partition batch: see _offered
         self._waiting_on: dict[str, list[Edge]] = {}       # stream -> non-strict edges reading it
+        self._strict_states = {state for state in self.nfa.states
+                               if any(e.strategy == STRICT for e in state.edges)}
         for state in self.nfa.states:
             for edge in state.edges:
                 if edge.strategy != STRICT:
@@ -268,7 +270,10 @@ class Runtime:
         for run in part.strict:
             candidates[id(run)] = run
         part.strict = []
-        edges = {edge: None for stream in streams for edge in self._waiting_on.get(stream, ())}
+        if len(streams) == 1:
+            edges = self._waiting_on.get(events[0].stream, ())
+        else:
+            edges = {edge: None for stream in streams for edge in self._waiting_on.get(stream, ())}
         for edge in edges:
             waiting = part.waiting.get(edge)
             if waiting is None:
@@ -372,7 +377,10 @@ class Runtime:
                  created: list[Run], strict_turn: bool, is_root: bool = False) -> None:
         """Try every live edge of ``run`` on the batch; spend edges per strategy."""
         streams = self._batch_streams
-        for edge in list(run.alive_edges()):
+        alive = ~run.spent          # the edges alive before this batch (the loop spends some)
+        for edge in run.state.edges:
+            if not alive & (1 << edge.index):
+                continue
             if edge.strategy == STRICT and not strict_turn:
                 run.spent |= 1 << edge.index
                 continue
@@ -590,13 +598,14 @@ class Runtime:
         if self.window is not None and not self.tumbling:
             heapq.heappush(self._expiry, (run.first, next(self._seq), run))
         edges = run.state.edges
-        if any(e.strategy == STRICT for e in edges):
+        if run.state in self._strict_states:
             part.strict.append(run)
         keys = []
+        mapping_key = self.evaluator.mapping_key if self._probes else None
         for edge in edges:
             probe = self._probes.get(edge)
             mapping = run.base_mu if edge.loop else run.mu
-            key = None if probe is None else self.evaluator.mapping_key(mapping, probe.variables)
+            key = None if probe is None else mapping_key(mapping, probe.variables)
             keys.append(key)
             if edge.strategy == STRICT:
                 continue

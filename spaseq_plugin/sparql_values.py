@@ -131,34 +131,49 @@ _SCRATCH_USES = 10_000
 _scratch = [ox.Store(), 0]
 
 
+# Lexical forms that are canonical already, by datatype (None: any form is).
+_CANONICAL_FORMS = {
+    XSD_STRING: None,
+    XSD + "integer": _CANONICAL_INTEGER,
+    XSD + "decimal": _CANONICAL_DECIMAL,
+    XSD + "boolean": re.compile("true|false"),
+}
+
+
 def canonical(term):
-    """The term as Oxigraph stores it (literals of known types in canonical form)."""
-    if not isinstance(term, ox.Literal) or term.language:
-        return term
-    dt = term.datatype.value
-    if dt == XSD_STRING:
-        return term
-    if dt == XSD + "integer" and _CANONICAL_INTEGER.fullmatch(term.value):
-        return term
-    if dt == XSD + "decimal" and _CANONICAL_DECIMAL.fullmatch(term.value):
-        return term
-    if dt == XSD + "boolean" and term.value in ("true", "false"):
-        return term
-    if not dt.startswith(XSD):
+    """The term as Oxigraph stores it (literals of known types in canonical form).
+
+    Every literal's answer is cached (bounded, like the native values): a
+    stream's values repeat, and a lookup costs a tenth of the checks."""
+    if not isinstance(term, ox.Literal):
         return term
     found = _canonical_cache.get(term)
     if found is None:
-        quad = ox.Quad(_P, _P, term)
-        store = _scratch[0]
-        store.add(quad)
-        found = next(iter(store.quads_for_pattern(_P, _P, None))).object
-        store.remove(quad)      # (clear() costs 40x more)
-        _scratch[1] += 1
-        if _scratch[1] >= _SCRATCH_USES:
-            _scratch[:] = [ox.Store(), 0]
+        found = _canonical(term)
         if len(_canonical_cache) > _CACHE_LIMIT:
             _canonical_cache.clear()
         _canonical_cache[term] = found
+    return found
+
+
+def _canonical(term):
+    if term.language:
+        return term
+    dt = term.datatype.value
+    if dt in _CANONICAL_FORMS:
+        form = _CANONICAL_FORMS[dt]
+        if form is None or form.fullmatch(term.value):
+            return term
+    elif not dt.startswith(XSD):
+        return term
+    quad = ox.Quad(_P, _P, term)
+    store = _scratch[0]
+    store.add(quad)
+    found = next(iter(store.quads_for_pattern(_P, _P, None))).object
+    store.remove(quad)      # (clear() costs 40x more)
+    _scratch[1] += 1
+    if _scratch[1] >= _SCRATCH_USES:
+        _scratch[:] = [ox.Store(), 0]
     return found
 
 
