@@ -6,6 +6,7 @@ column of the text at fault (semantics.md section 10).
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field
 
 from rdflib.term import BNode, URIRef, Variable
@@ -44,7 +45,7 @@ class CompiledQuery:
     def partition_by(self) -> list[str]:
         return self.query.partition_by
 
-    @property
+    @functools.cached_property
     def streams(self) -> frozenset[str]:
         return frozenset(self.stream_iris.values())
 

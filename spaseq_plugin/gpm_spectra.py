@@ -531,7 +531,7 @@ def _steps(plan: Plan, views: list[list]) -> tuple[list, list]:
     object is a variable, object, the two are one variable, view index,
     filters the step makes decidable)``, and the filters left for after the
     KB join; cached per plan."""
-    sizes = tuple(len(v) for v in views)
+    sizes = tuple(map(len, views))
     found = plan.orders.get(sizes)
     if found is None:
         if len(plan.orders) > 256:

@@ -127,7 +127,7 @@ _P = ox.NamedNode("urn:spaseq:canonical")
 # An in-memory Oxigraph store keeps what was once added to it (its string
 # dictionary and removed quads), so the scratch store is replaced every
 # _SCRATCH_USES literals: memory must not grow with the number of distinct values.
-_SCRATCH_USES = 10_000
+_SCRATCH_USES = 500
 _scratch = [ox.Store(), 0]
 
 
