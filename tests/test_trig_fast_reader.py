@@ -1,0 +1,283 @@
+"""TriG stream files read in batches give exactly what statement-by-statement
+reading gives (streams/files.py, "How").
+
+Hypothesis builds random stream files from a grammar of pieces: one-line and
+multi-line graph blocks (``GRAPH``, prefixed, full, relative and blank node
+names), timestamps before or after their blocks (good, duplicate, different,
+missing, unreadable), directives anywhere (``@prefix``, ``PREFIX``, ``BASE``,
+``VERSION``, some changing a prefix mid-file), comments, blank lines, short
+and long strings holding '.', '}', '#', quotes and newlines, empty blocks, a
+graph split into blocks, nested blank nodes and lists, annotations, syntax
+errors in blocks and in triples statements, unclosed blocks and strings,
+several statements on one line, CRLF and lone CR line ends.  Each file is
+read with small and large chunks and batches, with ``_TRIG_BATCHES`` on and
+off, and the two readings must agree on every event (stream, time, kind of
+time, triples, name, position) and every error (message, position).
+
+Anonymous blank nodes get fresh random labels at each parse, so they are
+renamed by order of appearance before comparing.  Profiles as in
+tests/conftest.py (SPASEQ_HYPOTHESIS_PROFILE).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import tempfile
+from unittest import mock
+
+from hypothesis import example, given, note
+from hypothesis import strategies as st
+
+from spaseq_plugin.errors import EventError
+from spaseq_plugin.streams import files
+from spaseq_plugin.streams.files import read_stream_file
+
+S = "http://example.org/s"
+PROV = "<http://www.w3.org/ns/prov#generatedAtTime>"
+XSD = "http://www.w3.org/2001/XMLSchema#"
+
+# -- the grammar ---------------------------------------------------------------
+
+DIRECTIVES = [
+    "@prefix ex: <http://example/> .",
+    "@prefix prov: <http://www.w3.org/ns/prov#> .",
+    "@prefix xsd: <http://www.w3.org/2001/XMLSchema#> .",
+    "PREFIX ex: <http://example/>",
+    "prefix ex: <http://other.example/>",           # changes what ex: means
+    "@prefix ex:<http://example/>.",
+    "PREFIX prov: <http://www.w3.org/ns/prov#> PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>",
+    "@base <http://example/base/> .",
+    "BASE <http://example/other/>",
+    'VERSION "1.2"',
+    '@version "1.2" .',
+]
+HEADERS = [
+    "@prefix ex: <http://example/> .\n@prefix prov: <http://www.w3.org/ns/prov#> .\n"
+    "@prefix xsd: <http://www.w3.org/2001/XMLSchema#> .\n",
+    "PREFIX ex: <http://example/>\nPREFIX prov: <http://www.w3.org/ns/prov#>\n"
+    "PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n",
+    "",
+]
+
+
+def mostly(common: list[str], rare: list[str]) -> st.SearchStrategy[str]:
+    """One of ``common`` four times in five, else one of ``rare``."""
+    return st.integers(0, 4).flatmap(
+        lambda k: st.sampled_from(rare if k == 0 else common))
+
+
+subjects = mostly(["ex:s", "<http://example/s>", "_:b1"],
+                  ["_:b2", "<rel>", "ex:s.x", "[ ex:q ex:r ]", "( ex:a 1 )", "<< ex:a ex:b ex:c >>"])
+predicates = mostly(["ex:p", "<http://example/q>"], ["a", "ex:loc"])
+objects = mostly(
+    ["ex:o", "<http://example/o#frag>", '"x"', '"a . b"', "1", "2.5", '"x"@en', "_:b1"],
+    ['"} {"', '"# not a comment"', "'single . }'", "-3", "1.", "true", "ex:o.b", '"it\'s"',
+     '"""long . } string"""', '"""two\nlines . } {"""', "'''one ' two '' . }'''",
+     '"esc \\" . }"', "[ ex:q \"n\" ]", "[ ex:q [ ex:r ex:s ] ]", "( ex:a ex:b )",
+     '"prefix base version"', "ex:base", "<http://example/prefix>", '"{ }"', '"""x"""',
+     '"a\\u0020b"', "<http://example/a\\u0062>"])
+
+
+@st.composite
+def triples(draw, max_size: int = 4) -> list[str]:
+    out = []
+    for _ in range(draw(st.integers(1, max_size))):
+        text = f"{draw(subjects)} {draw(predicates)} {draw(objects)}"
+        kind = draw(st.integers(0, 9))
+        if kind == 0:
+            text += f" ; {draw(predicates)} {draw(objects)}"
+        elif kind == 1:
+            text += f" , {draw(objects)}"
+        elif kind == 2:
+            text += " {| ex:source ex:s1 |}"
+        out.append(text)
+    return out
+
+
+@st.composite
+def timestamp_literal(draw) -> str:
+    """A timestamp, ``{t}`` standing for the next time (see trig_files)."""
+    return draw(mostly(['"{t}"^^xsd:integer', '"{t}"^^<%sinteger>' % XSD, "{t}"],
+                       ['"{t}.5"^^xsd:decimal', '"2024-01-01T00:00:{t:02d}Z"^^xsd:dateTime',
+                        '"soon"', '"x"^^xsd:integer', '"{t}"^^xsd:integer']))
+
+
+@st.composite
+def timestamp(draw, name: str) -> list[str]:
+    name = name.removeprefix("GRAPH ")
+    prov = draw(st.sampled_from(["prov:generatedAtTime", PROV]))
+    return [f"{name} {prov} {draw(timestamp_literal())} ."]
+
+
+@st.composite
+def block(draw, name: str) -> list[str]:
+    shape = draw(st.integers(0, 14))
+    if shape == 0:
+        return [f"{name} {draw(st.sampled_from(['{ }', '{}', '{  }']))}"]
+    body = draw(triples())
+    end = draw(st.sampled_from([" .", "", " . "]))
+    if shape not in (7, 8):                             # one line
+        return [f"{name} {{ " + " . ".join(body) + end + " }"]
+    lines = [f"{name} {{"] + ["  " + t + " ." + draw(st.sampled_from(["", "  # c }"]))
+                               for t in body] + ["}"]
+    if shape == 8:
+        lines = [lines[0] + " " + lines[1].strip()] + lines[2:]
+    return lines
+
+
+@st.composite
+def metadata(draw) -> list[str]:
+    body = draw(triples(max_size=1))[0]
+    if draw(st.booleans()):
+        return [body + " ."]
+    return [body + " ;", f"   {draw(predicates)} {draw(objects)} ."]
+
+
+BROKEN = [
+    "ex:s ex:p .",
+    "ex:g9 { ex:s ex:p ex:o ex:x . }",
+    "ex:g8 { ex:s ex:p ex:o .",                          # never closed
+    "<a b> ex:p ex:o .",
+    'ex:s ex:p "unclosed .',
+    "undeclared:x ex:p ex:o .",
+    "}",
+    "ex:s ex:p ex:o",
+    'ex:s ex:p """open',
+    "ex:g7 { ex:s ex:p ex:o . } }",
+    "{ ex:s ex:p ex:o . }",
+]
+# What the batch reading puts after each line: the file may hold it too.
+MARKER = files._MARKED_NEWLINE.decode().strip().splitlines()[-1]
+COMMENTS = ["# a comment . { }", "", "   ", "# with \"\"\" and prefix", "#", "\t# base"]
+
+
+@st.composite
+def graph_name(draw) -> str:
+    n = draw(st.integers(0, 6))
+    name = draw(mostly([f"ex:g{n}", f"<http://example/g{n}>"], [f"<g{n}>", f"_:g{n}"]))
+    return f"GRAPH {name}" if draw(st.integers(0, 5)) == 0 else name
+
+
+@st.composite
+def pieces(draw) -> list[str]:
+    name = draw(graph_name())
+    other = draw(graph_name()) if draw(st.integers(0, 9)) == 0 else name
+    kind = draw(st.integers(0, 24))
+    if kind <= 8:
+        return draw(timestamp(other)) + draw(block(name))
+    if kind <= 12:
+        return draw(block(name)) + draw(timestamp(other))
+    if kind <= 14:
+        return draw(block(name))
+    if kind <= 16:
+        return draw(timestamp(other))
+    if kind <= 18:
+        return draw(metadata())
+    if kind == 19:
+        return [draw(st.sampled_from(DIRECTIVES))]
+    if kind == 20:
+        return [draw(st.sampled_from(BROKEN))]
+    if kind == 21:
+        return [MARKER]
+    return [draw(st.sampled_from(COMMENTS))]
+
+
+@st.composite
+def trig_files(draw) -> bytes:
+    lines = draw(mostly(HEADERS[:2], HEADERS[2:])).splitlines()
+    for piece in draw(st.lists(pieces(), max_size=25)):
+        if lines and lines[-1].strip() and draw(st.integers(0, 5)) == 0:
+            glue = draw(st.sampled_from([" ", "", "  "]))
+            lines[-1] += glue + piece[0]                    # statements sharing a line
+            lines += piece[1:]
+        else:
+            lines += piece
+    if draw(st.integers(0, 9)) == 0 and lines:
+        index = draw(st.integers(0, len(lines) - 1))
+        lines[index] += " # x\r" + draw(st.sampled_from(
+            ["ex:g1 ex:p ex:o .", "ex:g1 { ex:s ex:p ex:o }", "ex:g1 prov:generatedAtTime 1 .", ""]))
+    # Times mostly increase; sometimes one repeats or goes back.
+    time = 0
+    for index, line in enumerate(lines):
+        if "{t" in line:
+            time = max(0, time + draw(st.sampled_from([1, 1, 1, 2, 0, -1])))
+            lines[index] = line.replace("{t}", str(time)).replace("{t:02d}", f"{time:02d}")
+    newline = draw(st.sampled_from(["\n"] * 5 + ["\r\n"]))
+    text = newline.join(lines) + draw(st.sampled_from([newline, ""]))
+    return text.encode()
+
+
+# -- reading -------------------------------------------------------------------
+
+_ANONYMOUS = re.compile(r"_:([0-9a-f]{20,})")
+
+
+def outcome(path: str, batches: bool) -> str:
+    with mock.patch.object(files, "_TRIG_BATCHES", batches):
+        items = list(read_stream_file(path, S))
+    out = []
+    for item in items:
+        if isinstance(item, EventError):
+            out.append(("error", item.message, item.position))
+        else:
+            out.append(("event", item.stream, repr(item.time), item.is_datetime,
+                        tuple(str(t) for t in item.triples), str(item.name), item.position))
+    # Anonymous blank nodes: the same structure under fresh labels.
+    names: dict[str, str] = {}
+    text = repr(out)
+    return _ANONYMOUS.sub(lambda m: names.setdefault(m.group(1), f"_:anon{len(names)}"), text)
+
+
+def check(data: bytes, chunk: int, batch: int) -> None:
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "s.trig")
+        with open(path, "wb") as f:
+            f.write(data)
+        with mock.patch.object(files, "_CHUNK_BYTES", chunk), \
+                mock.patch.object(files, "_BATCH_BYTES", batch), \
+                mock.patch.object(files, "_BATCH_BYTES_AFTER_ERROR", min(batch, 1 << 12)):
+            slow = outcome(path, batches=False)
+            fast = outcome(path, batches=True)
+        note(data.decode(errors="replace"))
+        assert fast == slow
+
+
+CHUNKS = st.sampled_from([1, 3, 17, 64, 1 << 20])
+BATCHES = st.sampled_from([1, 100, 1 << 16])
+HEAD = HEADERS[0].encode()
+MARK = MARKER.encode() + b"\n"
+
+
+@given(trig_files(), CHUNKS, BATCHES)
+# Each of these goes wrong when one safeguard of the batch reading is left out.
+@example(HEAD + b"ex:g1 { }\n", 1 << 20, 1 << 16)                  # empty block
+@example(HEAD + b"ex:a ex:b ex:c . ex:g1 { }\nex:g1 prov:generatedAtTime 1 .\n", 1 << 20, 1 << 16)
+@example(HEAD + b'ex:a ex:b ex:c . VERSION "1.2"\n'                  # directive without '.'
+         b"ex:g1 { ex:s ex:p ex:o }\nex:g1 prov:generatedAtTime 1 .\n", 1 << 20, 1 << 16)
+@example(HEAD + b"ex:a ex:b ex:c .@prefix ex: <http://o/> .\n"       # ...not read as one
+         b"ex:g1 { ex:s ex:p ex:o }\nex:g1 prov:generatedAtTime 1 .\n"
+         b"@prefix ex: <http://example/> .\n", 1 << 20, 1 << 16)
+@example(HEAD + b"ex:a ex:b ex:c . # x\rex:g1 { ex:s ex:p ex:o }\n"  # comment ended by CR
+         b"ex:g1 prov:generatedAtTime 1 .\n", 1 << 20, 1 << 16)
+@example(HEAD + MARK                                                 # a marker in the file
+         + b"ex:g1 prov:generatedAtTime 1 .\nex:g1 { ex:s ex:p ex:o }\n", 1 << 20, 1 << 16)
+@example(HEAD + b'ex:a ex:b """x\ny""" .\n' + MARK                   # ...and a long string
+         + b"ex:g1 prov:generatedAtTime 1 .\nex:g1 { ex:s ex:p ex:o }\n", 1 << 20, 1 << 16)
+def test_batches_read_like_statements(data, chunk, batch):
+    check(data, chunk, batch)
+
+
+def test_batches_are_used():
+    # The bench layout is read by batches only: no statement reaches parse().
+    text = "".join(f'<http://example/g{i}> {PROV} "{i}"^^<{XSD}integer> .\n'
+                   f"<http://example/g{i}> {{ <http://example/s> <http://example/p> {i} . }}\n"
+                   for i in range(1, 200)).encode()
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "s.trig")
+        with open(path, "wb") as f:
+            f.write(text)
+        with mock.patch.object(files._TrigParser, "parse", side_effect=AssertionError):
+            items = list(read_stream_file(path, S))
+    assert [item.time for item in items] == list(range(1, 200))
+    assert [item.position for item in items] == [f"{path}:{2 * i}" for i in range(1, 200)]
