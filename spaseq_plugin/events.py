@@ -75,7 +75,10 @@ def datetime_seconds(text: str) -> Time:
     if moment.tzinfo is None:
         moment = moment.replace(tzinfo=_dt.timezone.utc)
     delta = moment - _EPOCH
-    return _exact(Decimal(delta.days * 86400 + delta.seconds) + Decimal(delta.microseconds) / 1000000)
+    seconds = delta.days * 86400 + delta.seconds
+    if not delta.microseconds:
+        return seconds
+    return _exact(Decimal(seconds) + Decimal(delta.microseconds) / 1000000)
 
 
 _EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
