@@ -145,7 +145,7 @@ NEAR_GRAPHS = 1000
 #: very long file does not grow memory without end.
 DONE_MEMORY = 10_000
 
-_CHUNK_BYTES = 1 << 20
+_CHUNK_BYTES = 1 << 16
 _NQUADS_BATCH_LINES = 2000
 
 _FORMATS = {".trig": ox.RdfFormat.TRIG, ".nq": ox.RdfFormat.N_QUADS}
