@@ -192,6 +192,16 @@ class SpectraEvaluator:
         plan = self.plan(gpm)
         return () if plan is None else plan.comparisons
 
+    def same_solutions(self, a: GpmPattern, b: GpmPattern, variables: Sequence[str]) -> bool:
+        """Whether ``a`` and ``b`` bind ``variables`` to the same values on every
+        event: the same streams and plan shape (the same solutions up to variable
+        names), no stateful filters, and each of ``variables`` in the same place."""
+        plan_a, plan_b = self.plan(a), self.plan(b)
+        if plan_a is None or plan_b is None or a.streams != b.streams \
+                or plan_a.stateful_filters or plan_b.stateful_filters or plan_a.shape != plan_b.shape:
+            return False
+        return all(_place(plan_a, v) == _place(plan_b, v) for v in variables)
+
     @staticmethod
     def order_number(term: Term) -> float | None:
         """A float that orders ``term`` as the ordering FILTERs do, up to ties
@@ -453,6 +463,11 @@ class SpectraEvaluator:
             else:
                 out.append(row)
         return out
+
+
+def _place(plan: Plan, variable: str) -> int | None:
+    """Where ``variable`` is in the plan's shape (None: the plan does not bind it)."""
+    return plan.names.index(variable) if variable in plan.names else None
 
 
 def _join_parts(node) -> list[CompValue]:

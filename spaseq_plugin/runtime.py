@@ -197,6 +197,7 @@ class Runtime:
         self._prefetching = getattr(evaluator, "batches_mappings", False)
         self._evaluate_one = None if self._prefetching else getattr(evaluator, "evaluate_one", None)
         self._probes: dict[Edge, Probe] = self._make_probes()
+        self._placement = distinct_placement(compiled, evaluator)
         self._batch_keys: dict[Edge, dict | None] = {}     # per partition batch: see _offered
         self._waiting_on: dict[str, list[Edge]] = {}       # stream -> non-strict edges reading it
         self._strict_states = {state for state in self.nfa.states
@@ -697,15 +698,32 @@ class Runtime:
             self.emit(match)
 
     def _partition_keys(self, event: Event) -> set[tuple]:
-        return partition_keys(self.q, event, lambda gpm: self._evaluate(gpm, event, {}, True))
+        return partition_keys(self.q, event, lambda gpm: self._evaluate(gpm, event, {}, True),
+                              self._placement)
+
+
+def distinct_placement(compiled: CompiledQuery, evaluator) -> list[GpmPattern]:
+    """The placement patterns without those that always bind the partition variables
+    like an earlier one (the evaluator's ``same_solutions``: the V-shape's three GPMs
+    are one pattern under other names, with the company in the same place)."""
+    same = getattr(evaluator, "same_solutions", None)
+    if same is None:
+        return compiled.placement
+    kept: list[GpmPattern] = []
+    for gpm in compiled.placement:
+        if not any(same(other, gpm, compiled.partition_by) for other in kept):
+            kept.append(gpm)
+    return kept
 
 
 def partition_keys(compiled: CompiledQuery, event: Event,
-                   standalone: Callable[[GpmPattern], list[Solution]]) -> set[tuple]:
+                   standalone: Callable[[GpmPattern], list[Solution]],
+                   placement: list[GpmPattern] | None = None) -> set[tuple]:
     """The PARTITION BY keys an event belongs to (semantics.md section 8): the values any
-    placement pattern binds on it; ``standalone(gpm)`` gives a GPM's solutions on the event."""
+    placement pattern binds on it; ``standalone(gpm)`` gives a GPM's solutions on the event.
+    ``placement``: the patterns to ask (default: all the query's, see distinct_placement)."""
     keys = set()
-    for gpm in compiled.placement:
+    for gpm in compiled.placement if placement is None else placement:
         if event.stream not in gpm.streams:
             continue
         for solution in standalone(gpm):

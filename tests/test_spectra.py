@@ -118,3 +118,26 @@ def test_unsupported_shapes_fall_back_and_say_why():
     fast = SpectraEvaluator()
     assert fast.plan(compiled.gpms["A"]) is None
     assert fast.describe(compiled.gpms["A"]).startswith("oxigraph (LeftJoin")
+
+
+PLACED = """PREFIX : <http://e/>
+SELECT * WITHIN 10 SECONDS PARTITION BY (?c) FROM STREAM S <http://s> FROM STREAM T <http://t>
+WHERE {{ SEQ (A ; B ; C ; D)
+  DEFINE GPM A ON S {{ ?c :price ?p1 }}
+  DEFINE GPM B ON S {{ ?c :price ?p2 FILTER(?p2 > ?p1) }}
+  DEFINE GPM C ON S {{ {c_body} }}
+  DEFINE GPM D ON T {{ ?c :price ?p4 }} }}"""
+
+
+@pytest.mark.parametrize("c_body, kept", [
+    ("?c :price ?p3", ["A", "D"]),              # B and C place events as A does
+    ("?p3 :price ?c", ["A", "C", "D"]),         # the key in the other place
+    ("?c :price ?p3 FILTER(?p3 > 2)", ["A", "C", "D"]),   # fewer solutions
+])
+def test_placement_asks_each_distinct_pattern_once(c_body, kept):
+    from spaseq_plugin.runtime import Runtime
+    compiled = compile_query(PLACED.format(c_body=c_body))
+    runtime = Runtime(compiled, SpectraEvaluator(), lambda match: None)
+    assert [g.name.split()[0] for g in runtime._placement] == kept   # D reads another stream
+    assert len(compiled.placement) == 4
+    assert Runtime(compiled, OxigraphEvaluator(), lambda match: None)._placement == compiled.placement

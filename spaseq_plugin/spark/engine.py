@@ -59,7 +59,7 @@ from ..events import Event, Time
 from ..gpm_spectra import SpectraEvaluator
 from ..kb import KnowledgeBase, _scheme, split_graph_spec
 from ..results import Result
-from ..runtime import Match, partition_keys
+from ..runtime import Match, distinct_placement, partition_keys
 from ..streams.files import (DONE_MEMORY, nquads_spans, read_manifest, read_ntriples_chunks, read_stream_file,
                              stream_file_paths)
 from .session import spark_session, task_failure
@@ -429,8 +429,9 @@ def event_keys(query_text: str, kb_specs: tuple, record: EventRecord) -> set[tup
     """The PARTITION BY keys an event belongs to, as the runtime finds them."""
     compiled = _cached(("query", query_text), lambda: compile_query(query_text))
     evaluator = _cached(("keys", query_text, kb_specs), lambda: SpectraEvaluator(_worker_kb(kb_specs)))
+    placement = _cached(("placement", query_text, kb_specs), lambda: distinct_placement(compiled, evaluator))
     event = record.event()
-    return partition_keys(compiled, event, lambda gpm: evaluator.evaluate(gpm, event, [{}])[0])
+    return partition_keys(compiled, event, lambda gpm: evaluator.evaluate(gpm, event, [{}])[0], placement)
 
 
 # -- the driver ---------------------------------------------------------------------------
