@@ -37,7 +37,8 @@ semantics.md):
 
 * **PARTITION BY** gives every key its own runs, strict-contiguity clock and
   negation buffer; an event goes to the partition of every key some positive
-  GPM binds on it.
+  GPM binds on it (GPMs that the evaluator knows bind the key alike, such
+  as the V-shape's three, are asked once: ``distinct_placement``).
 
 * Runs are **indexed by the edges they wait on** (paper 7.2.2, and its
   "pushing stateful joins" into the automaton), so a batch only touches runs
