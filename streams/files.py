@@ -175,7 +175,7 @@ def read_stream_file(path: str, stream: str | None, *, default_stream_for_graphs
     if span is not None and (rdf_format != ox.RdfFormat.N_QUADS or path.lower().endswith(".gz")):
         raise ValueError(f"{path}: only uncompressed N-Quads files are read in spans")
     if rdf_format == ox.RdfFormat.TRIG:
-        units = _trig_units(path)
+        units = trig_units(_chunks(path), _TrigParser(path))
     else:
         units = _nquads_units(path, span)
     return _check_order(_assemble(units, path, stream))
@@ -370,6 +370,14 @@ class _Assembler:
         self.graphs = 0             # graphs started so far
         self.out: list[Event | EventError] = []
 
+    def take(self, item: _Unit | _Lines | EventError) -> list[Event | EventError]:
+        """One item from a unit reader; the events and errors it completes."""
+        if type(item) is _Lines:
+            return self.feed_lines(item)
+        if isinstance(item, EventError):
+            return self.error(item)
+        return self.feed(item)
+
     def feed(self, unit: _Unit) -> list[Event | EventError]:
         if unit.graph is not None:
             if unit.rejected:
@@ -543,13 +551,7 @@ class _Assembler:
 def _assemble(units: Iterable[_Unit | _Lines | EventError], path: str, stream: str) -> Iterator[Event | EventError]:
     assembler = _Assembler(path, stream)
     for unit in units:
-        if type(unit) is _Lines:
-            out = assembler.feed_lines(unit)
-        elif isinstance(unit, EventError):
-            out = assembler.error(unit)
-        else:
-            out = assembler.feed(unit)
-        if out:
+        if out := assembler.take(unit):
             yield from out
     yield from assembler.finish()
 
@@ -961,17 +963,6 @@ class _TrigSplitter:
         self.idle = True
 
 
-def _trig_statements(chunks: Iterable[bytes]) -> Iterator[_Statement]:
-    """The top-level statements of TriG text given chunk by chunk."""
-    splitter = _TrigSplitter()
-    # A last newline makes the last line complete; it changes nothing in TriG.
-    for chunk in itertools.chain(chunks, [b"\n"]):
-        splitter.add(chunk)
-        yield from splitter.statements()
-    if item := splitter.finish():
-        yield item
-
-
 # ---- TriG: many lines in one parse -----------------------------------------
 
 # After each line of a batch: two comment lines, which close a long string
@@ -1163,13 +1154,15 @@ class _TrigParser:
         self.header_lines = len(prefixes)
 
 
-def _trig_units(path: str) -> Iterator[_Unit | _Lines | EventError]:
-    parser = _TrigParser(path)
+def trig_units(chunks: Iterable[bytes], parser: _TrigParser) -> Iterator[_Unit | _Lines | EventError]:
+    """What an ``_Assembler`` takes (``take``) from TriG text given chunk by chunk:
+    batches of lines where it can, statements elsewhere (see the module docstring).
+    Only complete lines are read, so text arriving live is read as it comes."""
     splitter = _TrigSplitter()
     batches = _TRIG_BATCHES
     size = _BATCH_BYTES
     # A last newline makes the last line complete; it changes nothing in TriG.
-    for chunk in itertools.chain(_chunks(path), [b"\n"]):
+    for chunk in itertools.chain(chunks, [b"\n"]):
         splitter.add(chunk)
         buf, end = splitter.buf, splitter.end
         obstacles = _Obstacles(buf) if batches else None

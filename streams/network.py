@@ -79,7 +79,7 @@ import pyoxigraph as ox
 from ..errors import EventError, SpaseqError
 from ..events import Event
 from ..hookspecs import hookimpl
-from .files import _Assembler, _check_order, _syntax_error, _TrigParser, _trig_statements, _Unit
+from .files import _Assembler, _check_order, _Lines, _syntax_error, _TrigParser, _Unit, trig_units
 
 __all__ = [
     "LiveOptions",
@@ -284,12 +284,11 @@ def _nquads_units(chunks: Iterable[bytes], where: str) -> Iterator[_Unit | Event
         yield from parse(lines)
 
 
-def _trig_units(chunks: Iterable[bytes], where: str, base: str | None) -> Iterator[_Unit | EventError]:
+def _trig_units(chunks: Iterable[bytes], where: str, base: str | None) -> Iterator[_Unit | _Lines | EventError]:
     parser = _TrigParser(where)
     if base:
         parser.base = base
-    for statement in _trig_statements(chunks):
-        yield from parser.parse(statement)
+    return trig_units(chunks, parser)
 
 
 class TextReader:
@@ -330,8 +329,7 @@ class TextReader:
             units = _trig_units(text, self.where, self.base)
         assembler = self._assembler = _Assembler(self.where, self.stream)
         for unit in units:
-            out = assembler.error(unit) if isinstance(unit, EventError) else assembler.feed(unit)
-            for item in out:
+            for item in assembler.take(unit):
                 emit(item)
         for item in assembler.finish():
             emit(item)
