@@ -71,7 +71,6 @@ from .rdflib_terms import rdflib_to_ox, unalias
 from .sparql_values import Unsupported, canonical, native
 
 MATERIALIZE, LOOKUP = "materialize", "lookup"
-_UNPLANNED = object()      # a GPM not planned yet (its plan may be None: the fallback)
 _NONE: list = []           # shared empty answer, never modified
 
 
@@ -164,16 +163,11 @@ class SpectraEvaluator:
         the KB's or Oxigraph's, all in canonical form already, so they are
         compared with the event's canonical terms as they are (``evaluate``
         canonicalises the mappings it is given)."""
-        plan = self._plans.get(gpm, _UNPLANNED)
-        if plan is _UNPLANNED:
-            plan = self.plan(gpm)
+        plan = self.plan(gpm)
         if plan is not None:
             try:
-                state = self._events.get(event) or self._state(event)
-                solutions = state.standalone.get(gpm)
-                if solutions is None:
-                    solutions = self._standalone(gpm, plan, state)
-                return self._extend(gpm, plan, solutions, mapping, state)
+                state = self._state(event)
+                return self._extend(gpm, plan, self._standalone(gpm, plan, state), mapping, state)
             except Unsupported:
                 self.fallbacks += 1
         restricted = {v: t for v, t in mapping.items() if v in gpm.mentioned}

@@ -699,8 +699,8 @@ class Runtime:
             self.emit(match)
 
     def _partition_keys(self, event: Event) -> set[tuple]:
-        return partition_keys(self.q, event, lambda gpm: self._evaluate(gpm, event, {}, True),
-                              self._placement)
+        return partition_keys(self.q, self._placement, event,
+                              lambda gpm: self._evaluate(gpm, event, {}, True))
 
 
 def distinct_placement(compiled: CompiledQuery, evaluator) -> list[GpmPattern]:
@@ -717,14 +717,13 @@ def distinct_placement(compiled: CompiledQuery, evaluator) -> list[GpmPattern]:
     return kept
 
 
-def partition_keys(compiled: CompiledQuery, event: Event,
-                   standalone: Callable[[GpmPattern], list[Solution]],
-                   placement: list[GpmPattern] | None = None) -> set[tuple]:
+def partition_keys(compiled: CompiledQuery, placement: list[GpmPattern], event: Event,
+                   standalone: Callable[[GpmPattern], list[Solution]]) -> set[tuple]:
     """The PARTITION BY keys an event belongs to (semantics.md section 8): the values any
-    placement pattern binds on it; ``standalone(gpm)`` gives a GPM's solutions on the event.
-    ``placement``: the patterns to ask (default: all the query's, see distinct_placement)."""
+    placement pattern (``distinct_placement``) binds on it; ``standalone(gpm)`` gives a
+    GPM's solutions on the event."""
     keys = set()
-    for gpm in compiled.placement if placement is None else placement:
+    for gpm in placement:
         if event.stream not in gpm.streams:
             continue
         for solution in standalone(gpm):

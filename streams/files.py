@@ -527,10 +527,7 @@ class _Assembler:
                     "in the default graph near it)", f"{self.path}:{pending.line}"))
                 continue
             queue.popitem(last=False)
-            done = self.done
-            done[name] = time                       # (self._remember, inline)
-            if len(done) > DONE_MEMORY:
-                done.popitem(last=False)
+            self._remember(name, time)
             # an RDF graph is a set: drop repeated triples, keep the order
             out.append(Event(self.stream, time[0], tuple(dict.fromkeys(pending.triples)),
                              name, f"{self.path}:{pending.line}", time[1]))
