@@ -707,6 +707,9 @@ def _execute(plan: Plan, root: Path, log: _Log) -> Report:
                                                             for n in skipped_any))
     total = len(configs) * len(plan.evaluators) + (
         len({(c[0], c[3]) for c in configs}) if plan.parse else 0)
+    if plan.rss_scaling:        # each workload once, 1x and 10x, parse-only and every engine evaluator
+        total += 2 * len({c[0] for c in configs}) * (
+            int(plan.parse) + sum(e != "rdflib" for e in plan.evaluators))
     done = 0
     inputs: dict[tuple, dict] = {}
 

@@ -13,6 +13,7 @@ import collections
 import importlib
 import io
 import json
+import re
 import sys
 
 import pyoxigraph as ox
@@ -291,3 +292,14 @@ def test_every_workload_matches_at_default_scale(name):
     for _ in engine.run(w.events(5000)):
         pass
     assert engine.stats.matches > 0
+
+
+def test_rss_scaling_runs_counted_in_progress(capsys):
+    """The progress counter counts the 1x and 10x runs of --rss-scaling too."""
+    status = bench.run_bench(_args("--quick", "--inline", "-w", "stock-v", "--events", "30",
+                                   "--strategies", "next", "--evaluators", "oxigraph", "--rss-scaling"))
+    captured = capsys.readouterr()
+    assert status == 0, captured.out
+    steps = [tuple(map(int, m)) for m in re.findall(r"\[(\d+)/(\d+)\] \S+ .*\.\.\.$", captured.err, re.M)]
+    assert steps == [(k, 6) for k in range(1, 7)]      # parse, oxigraph, then 2 x (parse, oxigraph)
+    assert "RSS scaling: stock-v" in captured.out
