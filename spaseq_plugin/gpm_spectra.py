@@ -108,10 +108,13 @@ class Plan:
     shape: tuple = ()                      # equal shapes: same solutions up to variable names
     names: tuple[str, ...] = ()            # the variables in shape order
     orders: dict = field(default_factory=dict)   # view sizes -> join steps (see _steps)
+    renames: dict = field(default_factory=dict)  # plan of the same shape -> its names to this plan's
     bound_order: tuple[str, ...] = ()      # ``bound``, sorted: index keys list variables in this order
+    stateful_reads: tuple[str, ...] = ()   # what only the stateful filters read: a run's bindings
 
     def __post_init__(self):
         self.bound_order = tuple(sorted(self.bound))
+        self.stateful_reads = tuple(sorted(self.mentioned - self.bound))
 
 
 @dataclass(eq=False, slots=True)
@@ -137,6 +140,8 @@ class SpectraEvaluator:
         self._plans: dict[GpmPattern, Plan | None] = {}
         self._reasons: dict[GpmPattern, str] = {}
         self._events: dict[Event, _EventState] = {}
+        self._last_event: Event | None = None          # the last event _state was asked about ...
+        self._last_state: _EventState | None = None    # ... and its state
         self._predicates: set[ox.NamedNode] = set()     # what some plan's triple patterns use
         self.fallbacks = 0           # evaluations that went to Oxigraph for a value
 
@@ -151,13 +156,18 @@ class SpectraEvaluator:
 
     def evaluate(self, gpm: GpmPattern, event: Event,
                  mappings: Sequence[Mapping[str, Term]]) -> list[list[Solution]]:
-        return [self.evaluate_one(gpm, event, {v: canonical(t) for v, t in mapping.items()})
-                for mapping in mappings]
+        out = []
+        for mapping in mappings:
+            restricted = {v: canonical(t) for v, t in mapping.items() if v in gpm.mentioned}
+            out.append([{**restricted, **s} for s in self.evaluate_one(gpm, event, restricted)])
+        return out
 
     def evaluate_one(self, gpm: GpmPattern, event: Event, mapping: Mapping[str, Term]) -> list[Solution]:
         """The solutions of ``gpm`` on ``event`` compatible with ``mapping``, a
-        run's whole μ (only the GPM's variables count).  The list and its
-        dicts may be shared with other calls: callers never modify them.
+        run's whole μ (only the GPM's variables count).  A solution binds the
+        variables the GPM binds, not those only its stateful FILTERs read (the
+        mapping has them).  The list and its dicts may be shared with other
+        calls: callers never modify them.
 
         The runtime's μ holds only values from this evaluator's solutions,
         the KB's or Oxigraph's, all in canonical form already, so they are
@@ -167,7 +177,10 @@ class SpectraEvaluator:
         if plan is not None:
             try:
                 state = self._state(event)
-                return self._extend(gpm, plan, self._standalone(gpm, plan, state), mapping, state)
+                solutions = self._standalone(gpm, plan, state)
+                if not mapping and not plan.stateful_filters:
+                    return solutions
+                return self._extend(gpm, plan, solutions, mapping, state)
             except Unsupported:
                 self.fallbacks += 1
         restricted = {v: t for v, t in mapping.items() if v in gpm.mentioned}
@@ -200,14 +213,13 @@ class SpectraEvaluator:
     def order_number(term: Term) -> float | None:
         """A float that orders ``term`` as the ordering FILTERs do, up to ties
         (rounding to float is monotone); ``None`` for what is not a number, or NaN."""
-        try:
-            category, payload = native(canonical(term))
-            if category != "num":
-                return None
-            number = float(payload[1])
-        except (Unsupported, OverflowError):
-            return None
-        return None if number != number else number
+        number = _ORDER_NUMBERS.get(term, _UNKNOWN)
+        if number is _UNKNOWN:
+            number = _order_number(term)
+            if len(_ORDER_NUMBERS) > _ORDER_NUMBERS_KEPT:
+                _ORDER_NUMBERS.clear()
+            _ORDER_NUMBERS[term] = number
+        return number
 
     @staticmethod
     def mapping_key(mapping: Mapping[str, Term], variables: tuple[str, ...]) -> tuple | None:
@@ -246,8 +258,9 @@ class SpectraEvaluator:
     # -- planning ------------------------------------------------------------
 
     def plan(self, gpm: GpmPattern) -> Plan | None:
-        if gpm in self._plans:
-            return self._plans[gpm]
+        plan = self._plans.get(gpm, _UNKNOWN)
+        if plan is not _UNKNOWN:
+            return plan
         try:
             plan = self._make_plan(gpm)
         except NotCompilable as e:
@@ -257,6 +270,7 @@ class SpectraEvaluator:
         if plan is not None and not {p.predicate for p in plan.patterns} <= self._predicates:
             self._predicates |= {p.predicate for p in plan.patterns}
             self._events.clear()         # summaries made without the new predicates
+            self._last_event = self._last_state = None
         return plan
 
     def _make_plan(self, gpm: GpmPattern) -> Plan:
@@ -321,11 +335,14 @@ class SpectraEvaluator:
     # -- per event -------------------------------------------------------------
 
     def _state(self, event: Event) -> _EventState:
+        if event is self._last_event:       # the runtime asks about one event many times in a row
+            return self._last_state
         state = self._events.get(event)
         if state is None:
             if len(self._events) >= _KEPT_EVENTS:
                 del self._events[next(iter(self._events))]
             state = self._events[event] = _EventState(_summarise(event, self._predicates))
+        self._last_event, self._last_state = event, state
         return state
 
     def _standalone(self, gpm: GpmPattern, plan: Plan, state: _EventState) -> list[Solution]:
@@ -340,7 +357,9 @@ class SpectraEvaluator:
             elif solved[0].names == plan.names:
                 solutions = solved[1]
             else:
-                rename = dict(zip(solved[0].names, plan.names))
+                rename = plan.renames.get(solved[0])
+                if rename is None:
+                    rename = plan.renames[solved[0]] = dict(zip(solved[0].names, plan.names))
                 solutions = [{rename[v]: t for v, t in s.items()} for s in solved[1]]
             state.standalone[gpm] = solutions
         return solutions
@@ -432,31 +451,43 @@ class SpectraEvaluator:
     def _extend(self, gpm: GpmPattern, plan: Plan, solutions: list[Solution],
                 mapping: Mapping[str, Term], state: _EventState) -> list[Solution]:
         """The standalone solutions compatible with one run's bindings, filtered."""
-        injected = {v: mapping[v] for v in plan.mentioned if v in mapping}
-        if not injected:
-            candidates = solutions
+        shared = tuple([v for v in plan.bound_order if v in mapping])
+        if shared:
+            candidates = self._index(gpm, shared, solutions, state).get(
+                tuple([mapping[v] for v in shared]), _NONE)
         else:
-            shared = tuple(v for v in plan.bound_order if v in injected)
-            if shared:
-                candidates = self._index(gpm, shared, solutions, state).get(
-                    tuple(injected[v] for v in shared), _NONE)
-            else:
-                candidates = solutions
+            candidates = solutions
         filters = plan.stateful_filters
-        if not filters:
-            # Every injected variable is bound by the plan (only stateful filters
-            # read others), so the index already made the candidates agree with μ.
+        if not filters or not candidates:
+            # Every solution binds all of plan.bound, so the index already made
+            # the candidates agree with the mapping.
             return candidates
+        reads = {v: mapping[v] for v in plan.stateful_reads if v in mapping}
         out = []
         for s in candidates:
-            row = dict(injected)
-            row.update(s)
+            row = {**reads, **s}
             for keep in filters:
                 if not keep(row):
                     break
             else:
-                out.append(row)
+                out.append(s)
         return out
+
+
+_ORDER_NUMBERS: dict = {}       # term -> order_number (runs and solutions repeat a stream's values)
+_ORDER_NUMBERS_KEPT = 4_096
+_UNKNOWN = object()
+
+
+def _order_number(term: Term) -> float | None:
+    try:
+        category, payload = native(canonical(term))
+        if category != "num":
+            return None
+        number = float(payload[1])
+    except (Unsupported, OverflowError):
+        return None
+    return None if number != number else number
 
 
 def _place(plan: Plan, variable: str) -> int | None:
@@ -505,13 +536,20 @@ def _comparison(expr) -> list[tuple[str, str, str]]:
 def _summarise(event: Event, predicates: set[ox.NamedNode]) -> dict:
     """GRAPH-SUMMARY: the event's triples whose predicate some plan uses, by
     predicate, in canonical form."""
-    views: dict[ox.NamedNode, dict[tuple, None]] = {}
+    views: dict[ox.NamedNode, list[tuple]] = {}
     for triple in event.triples:
         predicate = triple.predicate
         if predicate in predicates:
-            # a graph is a set: canonical forms may make two triples one
-            views.setdefault(predicate, {})[(triple.subject, canonical(triple.object))] = None
-    return {p: list(rows) for p, rows in views.items()}
+            row = (triple.subject, canonical(triple.object))
+            rows = views.get(predicate)
+            if rows is None:
+                views[predicate] = [row]
+            else:
+                rows.append(row)
+    for predicate, rows in views.items():
+        if len(rows) > 1:       # a graph is a set: canonical forms may make two triples one
+            views[predicate] = list(dict.fromkeys(rows))
+    return views
 
 
 def _shape(patterns: list[_Pattern], graphs: list[tuple[str, list[_Pattern]]], exprs: list) -> tuple:

@@ -199,6 +199,7 @@ class Runtime:
         self._evaluate_one = None if self._prefetching else getattr(evaluator, "evaluate_one", None)
         self._probes: dict[Edge, Probe] = self._make_probes()
         self._placement = distinct_placement(compiled, evaluator)
+        self._partition_by = compiled.partition_by
         self._batch_keys: dict[Edge, dict | None] = {}     # per partition batch: see _offered
         self._waiting_on: dict[str, list[Edge]] = {}       # stream -> non-strict edges reading it
         self._strict_states = {state for state in self.nfa.states
@@ -237,7 +238,7 @@ class Runtime:
             if self._swept is None or time - self._swept > self.window:
                 self._sweep(time)
         self._emit_due_pending(time)
-        if self.q.partition_by:
+        if self._partition_by:
             groups: dict[tuple, list[Event]] = {}
             for event in events:
                 for key in self._partition_keys(event):
@@ -417,8 +418,8 @@ class Runtime:
             local = {k: v for k, v in mu.items() if k not in base_mu}
             iterations = _append_iteration(iterations, target.kleene_atom, local)
         partition = part.key
-        if is_root and self.q.partition_by:
-            partition = tuple(mu.get(v) for v in self.q.partition_by)
+        if is_root and self._partition_by:
+            partition = tuple([mu.get(v) for v in self._partition_by])
             if partition != part.key:
                 return      # this solution belongs to another partition's run
         new = Run(target, mu, base_mu, run.events + used, run.first if not is_root else time,
@@ -453,6 +454,13 @@ class Runtime:
                     return []
             return partial
         out = []
+        if len(atom.gpms) == 1 and self._evaluate_one is not None:     # the common case, directly
+            gpm = atom.gpms[0]
+            for event in events:
+                if event.stream in gpm.streams:
+                    for s in self._evaluate_one(gpm, event, _EMPTY if standalone else mu):
+                        out.append((s, (event,)))
+            return out
         seen = set()
         for gpm in atom.gpms:
             for event in events:
