@@ -200,6 +200,8 @@ class Runtime:
         self._probes: dict[Edge, Probe] = self._make_probes()
         self._placement = distinct_placement(compiled, evaluator)
         self._partition_by = compiled.partition_by
+        # what new runs extend: no events, no bindings (never registered)
+        self._root = Run(self.nfa.initial, {}, None, (), 0, 0, (), ())
         self._batch_keys: dict[Edge, dict | None] = {}     # per partition batch: see _offered
         self._waiting_on: dict[str, list[Edge]] = {}       # stream -> non-strict edges reading it
         self._strict_states = {state for state in self.nfa.states
@@ -287,7 +289,7 @@ class Runtime:
             elif len(offered) > len(waiting.keyed):
                 visits = [(key, offered[key]) for key in waiting.keyed if key in offered]
             else:
-                visits = list(offered.items())
+                visits = offered.items()
             upward = edge in self._probes and self._probes[edge].upward
             for key, limit in visits:
                 bucket = waiting.keyed.get(key)
@@ -300,10 +302,8 @@ class Runtime:
             self._prefetch(live, events, strict)
         created: list[Run] = []
         for run in live:
-            self._advance(part, run, time, events, created, strict_turn=id(run) in strict)
-        # new runs start at every event matching an initial edge
-        root = Run(self.nfa.initial, {}, None, (), time, time, (), part.key)
-        self._advance(part, root, time, events, created, strict_turn=True, is_root=True)
+            self._advance(part, run, time, events, created, id(run) in strict)
+        self._start(part, time, events, created)
         for run in created:
             self._register(part, run)
         if self.needs_buffer:
@@ -376,8 +376,16 @@ class Runtime:
             return None
         return min(numbers) if probe.upward else max(numbers)
 
+    def _start(self, part: _Partition, time: Time, events: list[Event], created: list[Run]) -> None:
+        """New runs: every way an initial edge matches the batch (whatever the
+        strategy: a run starts at any event)."""
+        for edge in self.nfa.initial.edges:
+            if not edge.atom.streams.isdisjoint(self._batch_streams):
+                for solution, used in self._match(edge, _EMPTY, events, True):
+                    self._extend(part, self._root, edge, dict(solution), used, time, created, True)
+
     def _advance(self, part: _Partition, run: Run, time: Time, events: list[Event],
-                 created: list[Run], strict_turn: bool, is_root: bool = False) -> None:
+                 created: list[Run], strict_turn: bool) -> None:
         """Try every live edge of ``run`` on the batch; spend edges per strategy."""
         streams = self._batch_streams
         alive = ~run.spent          # the edges alive before this batch (the loop spends some)
@@ -388,25 +396,24 @@ class Runtime:
                 run.spent |= 1 << edge.index
                 continue
             if edge.atom.streams.isdisjoint(streams):
-                if edge.strategy == STRICT and not is_root:
+                if edge.strategy == STRICT:
                     run.spent |= 1 << edge.index
                 continue
             base = run.base_mu if edge.loop else run.mu
-            key = None if is_root else run.keys[edge.index]
+            key = run.keys[edge.index]
             offered = None if key is None else self._offered(edge, events)
             if offered is not None and key not in offered:
-                extensions = []     # the join fails: no standalone solution has the run's values
+                extensions = ()     # the join fails: no standalone solution has the run's values
             else:
-                extensions = self._match(edge, base, events, is_root)
-            if not is_root and (edge.strategy == STRICT or (edge.strategy == NEXT and extensions)):
+                extensions = self._match(edge, base, events, False)
+            if edge.strategy == STRICT or (edge.strategy == NEXT and extensions):
                 run.spent |= 1 << edge.index
             for solution, used in extensions:
-                mu = dict(base)
-                mu.update(solution)
-                if edge.guards and not is_root and self._guard_hit(part, edge.guards, mu, run.last, time):
+                mu = {**base, **solution}
+                if edge.guards and self._guard_hit(part, edge.guards, mu, run.last, time):
                     continue
-                self._extend(part, run, edge, mu, used, time, created, is_root)
-        if not is_root and run.spent == (1 << len(run.state.edges)) - 1 and not run.dead:
+                self._extend(part, run, edge, mu, used, time, created, False)
+        if run.spent == (1 << len(run.state.edges)) - 1 and not run.dead:
             self._kill(part, run)
 
     def _extend(self, part, run: Run, edge: Edge, mu, used, time, created, is_root) -> None:
