@@ -717,30 +717,34 @@ def _parse_lines(path: str, rdf_format: ox.RdfFormat,
     parsed again line by line, to find the bad lines and keep the rest.
     """
     batch: list[tuple[int, bytes]] = []
-
-    def parse_batch() -> Iterator[tuple[int, ox.Quad] | EventError]:
-        try:
-            quads = list(ox.parse(input=b"".join(line for _, line in batch), format=rdf_format))
-        except SyntaxError:
-            quads = None
-        if quads is not None and len(quads) == len(batch):   # one statement per line
-            yield from zip((number for number, _ in batch), quads)
-            return
-        for number, line in batch:
-            try:
-                quads = list(ox.parse(input=line, format=rdf_format))
-            except SyntaxError as error:
-                yield _syntax_error(error, path, number, 0, 0)
-                continue
-            yield from ((number, quad) for quad in quads)
-
     for item in _significant_lines(path, span):
         batch.append(item)
         if len(batch) >= _NQUADS_BATCH_LINES:
-            yield from parse_batch()
+            yield from parse_line_batch(batch, rdf_format, path)
             batch.clear()
     if batch:
-        yield from parse_batch()
+        yield from parse_line_batch(batch, rdf_format, path)
+
+
+def parse_line_batch(batch: list[tuple[int, bytes]], rdf_format: ox.RdfFormat,
+                     where: str) -> Iterator[tuple[int, ox.Quad] | EventError]:
+    """(line number, quad) per quad of N-Triples/N-Quads lines given as (number,
+    text), or an ``EventError`` per bad line: one parse for the batch, and line
+    by line only when that fails, to find the bad lines and keep the rest."""
+    try:
+        quads = list(ox.parse(input=b"".join(line for _, line in batch), format=rdf_format))
+    except SyntaxError:
+        quads = None
+    if quads is not None and len(quads) == len(batch):   # one statement per line
+        yield from zip((number for number, _ in batch), quads)
+        return
+    for number, line in batch:
+        try:
+            quads = list(ox.parse(input=line, format=rdf_format))
+        except SyntaxError as error:
+            yield _syntax_error(error, where, number, 0, 0)
+            continue
+        yield from ((number, quad) for quad in quads)
 
 
 def _nquads_units(path: str, span: tuple[int, int, int] | None = None) -> Iterator[_Unit | EventError]:

@@ -79,7 +79,7 @@ import pyoxigraph as ox
 from ..errors import EventError, SpaseqError
 from ..events import Event
 from ..hookspecs import hookimpl
-from .files import _Assembler, _check_order, _Lines, _syntax_error, _TrigParser, _Unit, trig_units
+from .files import _Assembler, _check_order, _Lines, _TrigParser, _Unit, parse_line_batch, trig_units
 
 __all__ = [
     "LiveOptions",
@@ -250,28 +250,10 @@ def sniff_format(head: bytes, at_end: bool) -> ox.RdfFormat | None:
 
 
 def _nquads_units(chunks: Iterable[bytes], where: str) -> Iterator[_Unit | EventError]:
-    """One unit per N-Quads line of a text given chunk by chunk (complete
+    """One unit per N-Quads statement of a text given chunk by chunk (complete
     lines only; the lines of a chunk are parsed together when they can be)."""
     buf = b""
     number = 0
-
-    def parse(lines: list[tuple[int, bytes]]) -> Iterator[_Unit | EventError]:
-        if not lines:
-            return
-        try:
-            quads = list(ox.parse(input=b"".join(text for _, text in lines), format=ox.RdfFormat.N_QUADS))
-        except SyntaxError:
-            quads = None
-        if quads is not None and len(quads) == len(lines):
-            for (line, _), quad in zip(lines, quads):
-                yield _Unit(line, [quad])
-            return
-        for line, text in lines:
-            try:
-                yield _Unit(line, list(ox.parse(input=text, format=ox.RdfFormat.N_QUADS)))
-            except SyntaxError as error:
-                yield _syntax_error(error, where, line, 0, 0)
-
     for chunk in itertools.chain(chunks, [b"\n"]):
         buf += chunk
         *complete, buf = buf.split(b"\n")
@@ -281,7 +263,9 @@ def _nquads_units(chunks: Iterable[bytes], where: str) -> Iterator[_Unit | Event
             stripped = text.strip()
             if stripped and not stripped.startswith(b"#"):
                 lines.append((number, text + b"\n"))
-        yield from parse(lines)
+        if lines:
+            for item in parse_line_batch(lines, ox.RdfFormat.N_QUADS, where):
+                yield item if isinstance(item, EventError) else _Unit(item[0], [item[1]])
 
 
 def _trig_units(chunks: Iterable[bytes], where: str, base: str | None) -> Iterator[_Unit | _Lines | EventError]:
