@@ -41,40 +41,13 @@ from .gpm import GpmPattern
 from .gpm_oxigraph import ROW, injected_columns, injected_query, skolem, unskolem
 from .kb import KnowledgeBase
 from .rdflib_terms import ox_to_rdflib, rdflib_to_ox
+from .sparql_values import canonical
 
 __all__ = ["RdflibEvaluator", "ox_to_rdflib"]
 
 
 Term = ox.NamedNode | ox.BlankNode | ox.Literal
 Solution = dict[str, Term]
-
-_XSD = "http://www.w3.org/2001/XMLSchema#"
-_PLAIN = {_XSD + "string", "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"}
-
-
-class _Canonical:
-    """Typed literals in Oxigraph's canonical form (a scratch store does it)."""
-
-    _S = ox.NamedNode("urn:spaseq:canonical")
-
-    def __init__(self, limit: int = 100_000):
-        self._store = ox.Store()
-        self._cache: dict[ox.Literal, ox.Literal] = {}
-        self._limit = limit
-
-    def __call__(self, term):
-        if not isinstance(term, ox.Literal) or term.language or term.datatype.value in _PLAIN:
-            return term
-        out = self._cache.get(term)
-        if out is None:
-            if len(self._cache) >= self._limit:
-                self._cache.clear()
-            quad = ox.Quad(self._S, self._S, term)
-            self._store.add(quad)
-            out = next(iter(self._store.quads_for_pattern(self._S, self._S, None))).object
-            self._store.remove(ox.Quad(self._S, self._S, out))
-            self._cache[term] = out
-        return out
 
 
 class RdflibEvaluator:
@@ -88,12 +61,10 @@ class RdflibEvaluator:
         self._event: Event | None = None
         self._graph: Graph | None = None          # the event alone
         self._dataset_event: Event | None = None  # the event the dataset's default graph holds
-        self._canonical = _Canonical()
 
     # -- the event graph -------------------------------------------------
 
     def _triples(self, event: Event):
-        canonical = self._canonical
         for t in event.triples:
             yield (ox_to_rdflib(skolem(t.subject)), ox_to_rdflib(t.predicate),
                    ox_to_rdflib(canonical(skolem(t.object))))
@@ -115,7 +86,7 @@ class RdflibEvaluator:
                         continue
                     graph = self._dataset.graph(ox_to_rdflib(quad.graph_name))
                     graph.add((ox_to_rdflib(quad.subject), ox_to_rdflib(quad.predicate),
-                               ox_to_rdflib(self._canonical(quad.object))))
+                               ox_to_rdflib(canonical(quad.object))))
         if self._dataset_event is not event:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", DeprecationWarning)
@@ -154,5 +125,5 @@ class RdflibEvaluator:
         for var in gpm.mentioned:
             value = values.get(var)
             if value is not None:
-                out[var] = unskolem(self._canonical(rdflib_to_ox(value)))
+                out[var] = unskolem(canonical(rdflib_to_ox(value)))
         return out
