@@ -49,6 +49,8 @@ class GpmEvaluator(Protocol):
         An evaluator may also offer ``evaluate_one(gpm, event, mu)``: the
         solutions compatible with a run's whole mapping, answered so cheaply
         that the runtime calls it per run without memoising (see gpm_spectra).
+        Its solutions bind what the GPM binds (the runtime adds them to μ);
+        values of μ that only a FILTER reads need not be repeated in them.
         """
 
 
