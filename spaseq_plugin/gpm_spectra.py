@@ -371,42 +371,11 @@ class SpectraEvaluator:
             if not rows:
                 return []
             views.append(rows)
-        order, final = _steps(plan, views)
-        last = len(order) - 1
-        solutions: list[Solution] = []
-        row: dict = {}
-
-        def extend(depth: int) -> None:
-            s_var, s, o_var, o, same, index, ready = order[depth]
-            s_val = row.get(s) if s_var else s
-            o_val = row.get(o) if o_var else o
-            bind_s = s_val is None          # (a constant is never None)
-            bind_o = o_val is None and not (same and bind_s)
-            for subject, obj in views[index]:
-                if not bind_s and subject != s_val:
-                    continue
-                if o_val is not None and obj != o_val:
-                    continue
-                if same and bind_s and obj != subject:    # ?x :p ?x
-                    continue
-                if bind_s:
-                    row[s] = subject
-                if bind_o:
-                    row[o] = obj
-                for keep in ready:
-                    if not keep(row):
-                        break
-                else:
-                    if depth == last:
-                        solutions.append(dict(row))
-                    else:
-                        extend(depth + 1)
-                if bind_s:
-                    del row[s]
-                if bind_o:
-                    del row[o]
-
-        extend(0)
+        order, final, single = _steps(plan, views)
+        if single:
+            solutions = _join_single_rows(order, views)
+        else:
+            solutions = _join(order, views)
         for join in plan.kb:
             solutions = self._join_kb(join, solutions)
         if final:
@@ -573,11 +542,11 @@ def _shape(patterns: list[_Pattern], graphs: list[tuple[str, list[_Pattern]]], e
     return shape, tuple(names)
 
 
-def _steps(plan: Plan, views: list[list]) -> tuple[list, list]:
+def _steps(plan: Plan, views: list[list]) -> tuple[list, list, bool]:
     """The join steps for these view sizes, ``(subject is a variable, subject,
     object is a variable, object, the two are one variable, view index,
-    filters the step makes decidable)``, and the filters left for after the
-    KB join; cached per plan."""
+    filters the step makes decidable)``, the filters left for after the
+    KB join, and whether every view has one row; cached per plan."""
     sizes = tuple(map(len, views))
     found = plan.orders.get(sizes)
     if found is None:
@@ -593,8 +562,76 @@ def _steps(plan: Plan, views: list[list]) -> tuple[list, list]:
             steps.append((s_var, s, o_var, o, s_var and o_var and s == o, index,
                           [keep for needed, keep in pending if needed <= bound]))
             pending = [(n, k) for n, k in pending if not n <= bound]
-        found = plan.orders[sizes] = (steps, [keep for _, keep in pending])
+        found = plan.orders[sizes] = (steps, [keep for _, keep in pending], all(n == 1 for n in sizes))
     return found
+
+
+def _join(order: list, views: list[list]) -> list[Solution]:
+    """The event pattern's solutions: the join steps as nested loops over the views."""
+    last = len(order) - 1
+    solutions: list[Solution] = []
+    row: dict = {}
+
+    def extend(depth: int) -> None:
+        s_var, s, o_var, o, same, index, ready = order[depth]
+        s_val = row.get(s) if s_var else s
+        o_val = row.get(o) if o_var else o
+        bind_s = s_val is None          # (a constant is never None)
+        bind_o = o_val is None and not (same and bind_s)
+        for subject, obj in views[index]:
+            if not bind_s and subject != s_val:
+                continue
+            if o_val is not None and obj != o_val:
+                continue
+            if same and bind_s and obj != subject:    # ?x :p ?x
+                continue
+            if bind_s:
+                row[s] = subject
+            if bind_o:
+                row[o] = obj
+            for keep in ready:
+                if not keep(row):
+                    break
+            else:
+                if depth == last:
+                    solutions.append(dict(row))
+                else:
+                    extend(depth + 1)
+            if bind_s:
+                del row[s]
+            if bind_o:
+                del row[o]
+
+    extend(0)
+    return solutions
+
+
+def _join_single_rows(order: list, views: list[list]) -> list[Solution]:
+    """``_join`` when every view has one row (each predicate once in the event,
+    the common case): one pass over the steps, no loops."""
+    row: dict = {}
+    for s_var, s, o_var, o, _, index, ready in order:
+        subject, obj = views[index][0]
+        if s_var:
+            bound = row.get(s)
+            if bound is None:
+                row[s] = subject
+            elif bound != subject:
+                return []
+        elif subject != s:
+            return []
+        if o_var:
+            bound = row.get(o)
+            if bound is None:
+                row[o] = obj
+            elif bound != obj:
+                return []
+        elif obj != o:
+            return []
+        for keep in ready:
+            if not keep(row):
+                return []
+    return [row]
 
 
 def _sparql_pattern(p: _Pattern) -> str:
