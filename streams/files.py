@@ -140,9 +140,10 @@ __all__ = [
 #: timestamp (or its other blocks) before the event is judged.
 NEAR_GRAPHS = 1000
 
-#: How many finished graph names a reader remembers, to tell a late block or a
-#: late different timestamp of an already emitted graph.  Bounded so that a
-#: very long file does not grow memory without end.
+#: How many finished graph names a reader remembers at most (and at least half
+#: as many), to tell a late block or a late different timestamp of an already
+#: emitted graph.  Bounded so that a very long file does not grow memory
+#: without end.
 DONE_MEMORY = 10_000
 
 _CHUNK_BYTES = 1 << 16
@@ -364,7 +365,7 @@ class _Assembler:
         # (an error's key is itself), so that output keeps the file's order.
         self.queue: OrderedDict[object, _Pending | EventError] = OrderedDict()
         self.orphans: OrderedDict[object, tuple[tuple[Time, bool], int, int]] = OrderedDict()
-        self.done: OrderedDict[object, tuple[Time, bool] | None] = OrderedDict()  # None: rejected
+        self.done = _Finished(DONE_MEMORY)
         self.current = None         # the graph the reader is in
         self.pending: _Pending | None = None   # its event (None: dropping its triples)
         self.graphs = 0             # graphs started so far
@@ -533,9 +534,7 @@ class _Assembler:
                              name, f"{self.path}:{pending.line}", time[1]))
 
     def _remember(self, name, time) -> None:
-        self.done[name] = time
-        if len(self.done) > DONE_MEMORY:
-            self.done.popitem(last=False)
+        self.done.add(name, time)
 
     def _forget_old_orphans(self) -> None:
         while self.orphans:
@@ -543,6 +542,31 @@ class _Assembler:
             if self.graphs - index <= NEAR_GRAPHS:
                 return
             self.orphans.popitem(last=False)
+
+
+class _Finished:
+    """Finished graphs: name -> (time, is_datetime), or None for a rejected one.
+
+    Two generations of at most ``limit / 2`` names each; when the newer one is
+    full the older one is dropped whole.  So the last ``limit / 2`` names are
+    always remembered, never more than ``limit``, and memory stays flat on an
+    endless stream (an ordered dict evicting one name per event fragments)."""
+
+    __slots__ = ("half", "newer", "older")
+
+    def __init__(self, limit: int):
+        self.half = max(1, limit // 2)
+        self.newer: dict = {}
+        self.older: dict = {}
+
+    def get(self, name, default):
+        found = self.newer.get(name, _ABSENT)
+        return self.older.get(name, default) if found is _ABSENT else found
+
+    def add(self, name, time) -> None:
+        self.newer[name] = time
+        if len(self.newer) >= self.half:
+            self.older, self.newer = self.newer, {}
 
 
 def _assemble(units: Iterable[_Unit | _Lines | EventError], path: str, stream: str) -> Iterator[Event | EventError]:

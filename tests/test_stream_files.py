@@ -228,6 +228,23 @@ def test_graph_split_around_another_event_is_rejected(tmp_path):
     assert "already read as an event" in items[2].message
 
 
+def test_late_block_is_told_while_the_graph_is_remembered(tmp_path, monkeypatch):
+    """Finished graphs are remembered in two generations of DONE_MEMORY / 2: a
+    late block of one of the last DONE_MEMORY / 2 graphs is still told apart."""
+    monkeypatch.setattr(files, "DONE_MEMORY", 4)
+    path = write(tmp_path / "s.trig", HEADER + trig_events(3) + ":e2 { :late :p :o . }\n")
+    items = list(read_stream_file(path, S))
+    assert summary(items)[-1] == "error@10" and "already read as an event" in items[-1].message
+    monkeypatch.setattr(files, "DONE_MEMORY", 2)        # e2 is forgotten: a graph with no timestamp
+    path = write(tmp_path / "s.trig", HEADER + trig_events(4) + ":e2 { :late :p :o . }\n")
+    items = list(read_stream_file(path, S))
+    assert summary(items)[-1] == "error@12" and "has no timestamp" in items[-1].message
+    finished = files._Finished(4)
+    for n in range(7):
+        finished.add(n, n)
+    assert [finished.get(n, None) for n in range(7)] == [None, None, None, None, 4, 5, 6]
+
+
 def test_blank_node_labels_are_shared_within_a_file(tmp_path):
     path = write(tmp_path / "s.trig", HEADER + (
         ':e1 prov:generatedAtTime "1"^^xsd:integer .\n:e1 { _:b :p :o . }\n'
