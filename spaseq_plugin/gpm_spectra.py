@@ -68,10 +68,11 @@ from .gpm import GpmPattern
 from .gpm_oxigraph import OxigraphEvaluator, Solution, Term
 from .kb import KnowledgeBase
 from .rdflib_terms import rdflib_to_ox, unalias
-from .sparql_values import Unsupported, canonical, native
+from .sparql_values import Unsupported, canonical, native, term_cache
 
 MATERIALIZE, LOOKUP = "materialize", "lookup"
 _NONE: list = []           # shared empty answer, never modified
+_UNKNOWN = object()        # (a GPM not planned yet)
 
 
 @dataclass(eq=False)
@@ -124,6 +125,20 @@ class _EventState:
     standalone: dict = field(default_factory=dict)    # GpmPattern -> standalone solutions
     by_shape: dict = field(default_factory=dict)      # plan shape -> (plan, solutions)
     indexes: dict = field(default_factory=dict)       # (GpmPattern, variables) -> value tuple -> solutions
+
+
+@term_cache
+def _order_number(term: Term) -> float | None:
+    """A float that orders ``term`` as the ordering FILTERs do, up to ties
+    (rounding to float is monotone); ``None`` for what is not a number, or NaN."""
+    try:
+        category, payload = native(canonical(term))
+        if category != "num":
+            return None
+        number = float(payload[1])
+    except (Unsupported, OverflowError):
+        return None
+    return None if number != number else number
 
 
 _KEPT_EVENTS = 16         # event summaries kept: more than a batch of simultaneous events needs
@@ -209,17 +224,7 @@ class SpectraEvaluator:
             return False
         return all(_place(plan_a, v) == _place(plan_b, v) for v in variables)
 
-    @staticmethod
-    def order_number(term: Term) -> float | None:
-        """A float that orders ``term`` as the ordering FILTERs do, up to ties
-        (rounding to float is monotone); ``None`` for what is not a number, or NaN."""
-        number = _ORDER_NUMBERS.get(term, _UNKNOWN)
-        if number is _UNKNOWN:
-            number = _order_number(term)
-            if len(_ORDER_NUMBERS) > _ORDER_NUMBERS_KEPT:
-                _ORDER_NUMBERS.clear()
-            _ORDER_NUMBERS[term] = number
-        return number
+    order_number = staticmethod(_order_number)
 
     @staticmethod
     def mapping_key(mapping: Mapping[str, Term], variables: tuple[str, ...]) -> tuple | None:
@@ -441,22 +446,6 @@ class SpectraEvaluator:
             else:
                 out.append(s)
         return out
-
-
-_ORDER_NUMBERS: dict = {}       # term -> order_number (runs and solutions repeat a stream's values)
-_ORDER_NUMBERS_KEPT = 4_096
-_UNKNOWN = object()
-
-
-def _order_number(term: Term) -> float | None:
-    try:
-        category, payload = native(canonical(term))
-        if category != "num":
-            return None
-        number = float(payload[1])
-    except (Unsupported, OverflowError):
-        return None
-    return None if number != number else number
 
 
 def _place(plan: Plan, variable: str) -> int | None:

@@ -20,6 +20,7 @@ forms; the canonical form comes from Oxigraph itself and is cached.
 
 from __future__ import annotations
 
+import functools
 import math
 import re
 from decimal import ROUND_DOWN, Decimal, InvalidOperation, localcontext
@@ -54,23 +55,19 @@ class Unsupported(Exception):
 #   ("iri", text) / ("bnode", text)
 #   ("lit", term)              any other literal: only identity is known
 
-# Term caches: a bounded working set (about the terms of the runs in one window), so
-# memory follows the window, not the stream's length; a full cache starts again.
-_CACHE_LIMIT = 4_096
-_native_cache: dict = {}
+# Term caches (`term_cache`): a bounded working set (about the terms of the runs in one
+# window), so memory follows the window, not the stream's length.
+CACHE_LIMIT = 4_096
 
 
+def term_cache(function):
+    """``function`` of one term, remembered for the last CACHE_LIMIT terms used: a
+    stream's values repeat, and a lookup costs a fraction of the work."""
+    return functools.lru_cache(maxsize=CACHE_LIMIT)(function)
+
+
+@term_cache
 def native(term) -> tuple:
-    value = _native_cache.get(term)
-    if value is None:
-        value = _native(term)
-        if len(_native_cache) > _CACHE_LIMIT:
-            _native_cache.clear()
-        _native_cache[term] = value
-    return value
-
-
-def _native(term) -> tuple:
     if isinstance(term, ox.NamedNode):
         return ("iri", term.value)
     if isinstance(term, ox.BlankNode):
@@ -122,7 +119,6 @@ def _double(text: str) -> float:
 
 _CANONICAL_INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
 _CANONICAL_DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]*[1-9])?")
-_canonical_cache: dict = {}
 _P = ox.NamedNode("urn:spaseq:canonical")
 # An in-memory Oxigraph store keeps what was once added to it (its string
 # dictionary and removed quads), so the scratch store is replaced every
@@ -141,21 +137,11 @@ _CANONICAL_FORMS = {
 
 
 def canonical(term):
-    """The term as Oxigraph stores it (literals of known types in canonical form).
-
-    Every literal's answer is cached (bounded, like the native values): a
-    stream's values repeat, and a lookup costs a tenth of the checks."""
-    if not isinstance(term, ox.Literal):
-        return term
-    found = _canonical_cache.get(term)
-    if found is None:
-        found = _canonical(term)
-        if len(_canonical_cache) > _CACHE_LIMIT:
-            _canonical_cache.clear()
-        _canonical_cache[term] = found
-    return found
+    """The term as Oxigraph stores it (literals of known types in canonical form)."""
+    return _canonical(term) if isinstance(term, ox.Literal) else term
 
 
+@term_cache
 def _canonical(term):
     if term.language:
         return term
