@@ -461,20 +461,13 @@ class Runtime:
                     return []
             return partial
         out = []
-        if len(atom.gpms) == 1 and self._evaluate_one is not None:     # the common case, directly
-            gpm = atom.gpms[0]
-            for event in events:
-                if event.stream in gpm.streams:
-                    for s in self._evaluate_one(gpm, event, _EMPTY if standalone else mu):
-                        out.append((s, (event,)))
-            return out
-        seen = set()
+        seen = set() if atom.kind == DISJUNCTION else None
         for gpm in atom.gpms:
             for event in events:
                 if event.stream not in gpm.streams:
                     continue
                 for s in self._evaluate(gpm, event, mu, standalone):
-                    if atom.kind == DISJUNCTION:
+                    if seen is not None:
                         key = (frozenset(s.items()), event)
                         if key in seen:
                             continue

@@ -772,11 +772,13 @@ def parse_line_batch(batch: list[tuple[int, bytes]], rdf_format: ox.RdfFormat,
 
 
 def _nquads_units(path: str, span: tuple[int, int, int] | None = None) -> Iterator[_Unit | EventError]:
-    for item in _parse_lines(path, ox.RdfFormat.N_QUADS, span):
-        if isinstance(item, EventError):
-            yield item
-        else:
-            yield _Unit(item[0], [item[1]])
+    return line_units(_parse_lines(path, ox.RdfFormat.N_QUADS, span))
+
+
+def line_units(items: Iterable[tuple[int, ox.Quad] | EventError]) -> Iterator[_Unit | EventError]:
+    """What an ``_Assembler`` takes, from ``parse_line_batch``'s items."""
+    for item in items:
+        yield item if isinstance(item, EventError) else _Unit(item[0], [item[1]])
 
 
 def _ntriples_chunks(path: str, stream: str, size: int) -> Iterator[Event | EventError]:

@@ -79,7 +79,7 @@ import pyoxigraph as ox
 from ..errors import EventError, SpaseqError
 from ..events import Event
 from ..hookspecs import hookimpl
-from .files import _Assembler, _check_order, _Lines, _TrigParser, _Unit, parse_line_batch, trig_units
+from .files import _Assembler, _check_order, _Lines, _TrigParser, _Unit, line_units, parse_line_batch, trig_units
 
 __all__ = [
     "LiveOptions",
@@ -264,8 +264,7 @@ def _nquads_units(chunks: Iterable[bytes], where: str) -> Iterator[_Unit | Event
             if stripped and not stripped.startswith(b"#"):
                 lines.append((number, text + b"\n"))
         if lines:
-            for item in parse_line_batch(lines, ox.RdfFormat.N_QUADS, where):
-                yield item if isinstance(item, EventError) else _Unit(item[0], [item[1]])
+            yield from line_units(parse_line_batch(lines, ox.RdfFormat.N_QUADS, where))
 
 
 def _trig_units(chunks: Iterable[bytes], where: str, base: str | None) -> Iterator[_Unit | _Lines | EventError]:
