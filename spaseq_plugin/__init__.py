@@ -1,21 +1,30 @@
 """SPASEQ: complex event processing over RDF graph streams.
 
 The pipeline is parse -> compile -> run: :func:`compile_query` turns SPASEQ
-text into an automaton, :class:`Engine` runs it over graph events.
+text into an automaton (:mod:`.language`), :class:`Engine` runs it over
+graph events (:mod:`.runtime`), matching each GPM with an evaluator
+(:mod:`.evaluators`) and joining GRAPH clauses against a
+:class:`KnowledgeBase`; stores, stream sources and result sinks plug in
+through the hooks of :mod:`.hookspecs` (``docs/architecture.md``).
 """
 
-from .compiler import CompiledQuery, compile_query
-from .engine import Engine, RunStats
+from importlib.metadata import PackageNotFoundError, version
+
 from .errors import EventError, QueryError, SpaseqError
 from .events import Event
-from .hookspecs import hookimpl
+from .hookspecs import KbStore, ResultSink, StreamSource, hookimpl
 from .kb import KnowledgeBase
+from .language.compiler import CompiledQuery, compile_query
+from .runtime.engine import Engine, RunStats
+from .runtime.results import Result
 from .stores.rdflib_store import RdflibKB
-from .results import Result
 
-__version__ = "0.1.0"
+try:
+    __version__ = version("spaseq-plugin")
+except PackageNotFoundError:        # run from a source tree that is not installed
+    __version__ = "0+unknown"
 
 __all__ = [
-    "CompiledQuery", "Engine", "Event", "EventError", "KnowledgeBase", "QueryError", "RdflibKB", "Result",
-    "RunStats", "SpaseqError", "compile_query", "hookimpl",
+    "CompiledQuery", "Engine", "Event", "EventError", "KbStore", "KnowledgeBase", "QueryError", "RdflibKB",
+    "Result", "ResultSink", "RunStats", "SpaseqError", "StreamSource", "compile_query", "hookimpl",
 ]

@@ -10,10 +10,53 @@ every hook with an example.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+from typing import Callable
+
 import pluggy
 
 hookspec = pluggy.HookspecMarker("spaseq")
 hookimpl = pluggy.HookimplMarker("spaseq")
+
+
+# -- what the hooks return ---------------------------------------------------------------
+
+@dataclass(frozen=True)
+class KbStore:
+    """A KB backend: ``open(location)`` -> :class:`~spaseq_plugin.kb.KnowledgeBase`.
+
+    ``--kb SCHEME:LOCATION`` picks it by scheme.
+    """
+    scheme: str
+    open: Callable
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class StreamSource:
+    """An event source: ``open(location, stream_iri)`` -> iterator of Event | EventError.
+
+    ``--stream ALIAS=SCHEME:LOCATION`` picks it by scheme.
+    """
+    scheme: str
+    open: Callable
+    description: str = ""
+
+
+@dataclass(frozen=True)
+class ResultSink:
+    """A result writer: ``open(target, variables, options)`` -> Writer (write, close).
+
+    ``target`` is a text stream for file-like sinks, or the location after
+    ``NAME:`` in ``--sink NAME:LOCATION``.
+    """
+    name: str
+    open: Callable
+    description: str = ""
+    file_like: bool = True
+
+
+# -- the hooks ------------------------------------------------------------------------------
 
 
 @hookspec

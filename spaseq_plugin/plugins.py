@@ -13,6 +13,7 @@ group, and ``check_pending()`` so that a misspelt hook is an error.
 from __future__ import annotations
 
 import importlib
+import importlib.metadata
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable
@@ -21,6 +22,7 @@ import pluggy
 
 from . import hookspecs
 from .errors import SpaseqError
+from .hookspecs import KbStore, ResultSink, StreamSource  # re-exported: plugins import them from here
 
 # The built-in plugins, registered exactly like third-party ones.
 DEFAULT_PLUGINS = (
@@ -31,44 +33,9 @@ DEFAULT_PLUGINS = (
     "spaseq_plugin.streams.files",
     "spaseq_plugin.streams.network",
     "spaseq_plugin.streams.mqtt",
-    "spaseq_plugin.sinks",
-    "spaseq_plugin.output",
+    "spaseq_plugin.output.sinks",
+    "spaseq_plugin.output.formats",
 )
-
-
-@dataclass(frozen=True)
-class KbStore:
-    """A KB backend: ``open(location)`` -> :class:`~spaseq_plugin.kb.KnowledgeBase`.
-
-    ``--kb SCHEME:LOCATION`` picks it by scheme.
-    """
-    scheme: str
-    open: Callable
-    description: str = ""
-
-
-@dataclass(frozen=True)
-class StreamSource:
-    """An event source: ``open(location, stream_iri)`` -> iterator of Event | EventError.
-
-    ``--stream ALIAS=SCHEME:LOCATION`` picks it by scheme.
-    """
-    scheme: str
-    open: Callable
-    description: str = ""
-
-
-@dataclass(frozen=True)
-class ResultSink:
-    """A result writer: ``open(target, variables, options)`` -> Writer (write, close).
-
-    ``target`` is a text stream for file-like sinks, or the location after
-    ``NAME:`` in ``--sink NAME:LOCATION``.
-    """
-    name: str
-    open: Callable
-    description: str = ""
-    file_like: bool = True
 
 
 @dataclass
@@ -165,8 +132,7 @@ def plugin_list() -> list[dict]:
 
 
 def _own_version() -> str:
-    from . import __version__
-    return __version__
+    return importlib.metadata.version("spaseq-plugin")
 
 
 def call_configure(config: dict) -> None:

@@ -48,13 +48,14 @@ from dataclasses import dataclass, field
 from decimal import Decimal
 from fractions import Fraction
 
-from .compiler import CompiledQuery, conjunction_order
+from .language.compiler import CompiledQuery, conjunction_order
 from .events import Event, Time, as_time
-from .gpm import GpmPattern
-from .gpm_oxigraph import OxigraphEvaluator, Solution
-from .results import Projector, Result
-from .runtime import Match
-from .syntax import KLEENE, NEGATION, NEXT, OPTIONAL, STRICT, Conjunction, Disjunction, GpmRef
+from .language.gpm import GpmPattern
+from .evaluators.oxigraph import OxigraphEvaluator
+from .evaluators.protocol import Solution
+from .runtime.results import Projector, Result
+from .runtime.nfa_runtime import Match
+from .language.syntax import KLEENE, NEGATION, NEXT, OPTIONAL, STRICT, Conjunction, Disjunction, GpmRef
 
 _SINGLE, _AND, _OR = "single", "and", "or"
 

@@ -48,11 +48,11 @@ from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import BNode, Literal, URIRef, Variable
 
 from ..errors import QueryError, SpaseqError
-from ..gpm import GpmPattern
-from ..hookspecs import hookimpl
+from ..language.gpm import GpmPattern
+from ..hookspecs import KbStore, hookimpl
 from ..kb import KnowledgeBase
 from ..rdflib_terms import rdflib_to_ox, unalias
-from ..sparql_values import canonical
+from ..evaluators.sparql_values import canonical
 from .oxigraph import OxigraphKB
 
 MANIFEST = "manifest.json"
@@ -271,7 +271,6 @@ def _template(triple: list[str], columns: dict[str, int]) -> list:
 
 @hookimpl
 def spaseq_kb_stores():
-    from ..plugins import KbStore
     return [KbStore("materialized", MaterializedKB,
                     "materialised GRAPH blocks: 'materialized:DIR' as 'spaseq kb materialize' wrote it")]
 

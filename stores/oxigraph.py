@@ -13,7 +13,7 @@ import os
 import pyoxigraph as ox
 
 from ..errors import SpaseqError
-from ..hookspecs import hookimpl
+from ..hookspecs import KbStore, hookimpl
 from ..kb import KnowledgeBase
 
 RESERVED = "urn:spaseq:event"
@@ -97,7 +97,6 @@ class OxigraphKB(KnowledgeBase):
 
 @hookimpl
 def spaseq_kb_stores():
-    from ..plugins import KbStore
 
     def open_location(location: str) -> OxigraphKB:
         return OxigraphKB.open_dir(location) if location else OxigraphKB()

@@ -30,7 +30,8 @@ from __future__ import annotations
 import difflib
 import logging
 import os
-from typing import Iterator
+from itertools import islice
+from typing import Iterable, Iterator
 
 import pyoxigraph as ox
 from rdflib import ConjunctiveGraph, Dataset, Graph, URIRef
@@ -38,9 +39,10 @@ from rdflib.graph import DATASET_DEFAULT_GRAPH_ID
 from rdflib.term import BNode, Literal
 
 from ..errors import SpaseqError
-from ..hookspecs import hookimpl
+from ..hookspecs import KbStore, hookimpl
 from ..kb import KnowledgeBase, split_graph_spec
 from ..rdflib_terms import ox_to_rdflib, rdflib_to_ox
+from .loading import BATCH, OxigraphLoader, RdfFileReader
 
 XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
 
@@ -245,7 +247,6 @@ def load_rdflib_file(dataset: Dataset, path: str, graph: str | None = None, prog
     pyoxigraph parses it (the errors name file, line and column, as for Oxigraph
     stores), all of it before anything is added, so a bad file adds nothing.
     """
-    from ..kb_commands import RdfFileReader
     reader = RdfFileReader(path, graph, progress, atomic=True)
     quads = list(reader)
     contexts: dict = {}
@@ -301,7 +302,6 @@ def open_for_load(location: str):
     if _is_oxigraph(name):
         if not configuration:
             raise SpaseqError("rdflib:Oxigraph needs a directory to load into: rdflib:Oxigraph:DIR")
-        from ..kb_commands import OxigraphLoader
         return OxigraphLoader(configuration)
     if name in ("Memory", "SimpleMemory"):
         raise SpaseqError(f"rdflib:{name} lives in memory: what it loads is gone when 'spaseq kb load' "
@@ -309,9 +309,46 @@ def open_for_load(location: str):
     return RdflibLoader(name, configuration)
 
 
+class RdflibTarget:
+    """Adds quads to a persistent rdflib store (``rdflib_store.open_for_load``'s loader)."""
+
+    def __init__(self, loader):
+        self.loader = loader
+        self.dataset = loader.dataset
+        self.description = loader.description
+        self._contexts: dict = {}
+
+    def add(self, quads: Iterable[ox.Quad]) -> None:
+        term_log = logging.getLogger("rdflib.term")
+        level = term_log.level
+        term_log.setLevel(logging.CRITICAL)     # rdflib logs a traceback per ill-typed literal
+        try:
+            quads = iter(quads)
+            while batch := list(islice(quads, BATCH)):
+                self.dataset.addN((ox_to_rdflib(q.subject), ox_to_rdflib(q.predicate), ox_to_rdflib(q.object),
+                                   self._context(q.graph_name)) for q in batch)
+        finally:
+            term_log.setLevel(level)
+
+    def _context(self, graph):
+        context = self._contexts.get(graph)
+        if context is None:
+            name = DATASET_DEFAULT_GRAPH_ID if isinstance(graph, ox.DefaultGraph) else ox_to_rdflib(graph)
+            context = self._contexts[graph] = self.dataset.get_context(name)
+        return context
+
+    def add_nquads_file(self, path: str) -> None:
+        self.add(ox.parse(path=path, format=ox.RdfFormat.N_QUADS, lenient=True))
+
+    def size(self) -> int:
+        return sum(1 for _ in self.dataset.quads((None, None, None, None)))
+
+    def close(self) -> None:
+        self.loader.close()
+
+
 @hookimpl
 def spaseq_kb_stores():
-    from ..plugins import KbStore
     return [KbStore("rdflib", open_location,
                     "rdflib stores: 'rdflib:Memory[:FILE]', 'rdflib:Oxigraph[:DIR]' (oxrdflib, read-only), "
                     "'rdflib:BerkeleyDB:DIR', any rdflib store plugin by name")]

@@ -40,9 +40,9 @@ from typing import Iterator
 import pyoxigraph as ox
 
 from ..errors import SpaseqError
-from ..hookspecs import hookimpl
+from ..hookspecs import KbStore, hookimpl
 from ..kb import KnowledgeBase
-from ..results import term_to_json
+from ..runtime.results import term_to_json
 
 JSON_RESULTS = "application/sparql-results+json"
 XML_RESULTS = "application/sparql-results+xml"
@@ -419,7 +419,6 @@ def _error_text(error: urllib.error.HTTPError) -> str:
 
 @hookimpl
 def spaseq_kb_stores():
-    from ..plugins import KbStore
     return [KbStore("sparql", SparqlEndpointKB.from_location,
                     "a SPARQL 1.1 endpoint: 'sparql:http://host/sparql[#timeout=S&method=GET&format=xml"
                     "&graph=IRI&copy-limit=N]'")]

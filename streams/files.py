@@ -119,7 +119,7 @@ from pathlib import Path
 import pyoxigraph as ox
 
 from ..errors import EventError
-from ..hookspecs import hookimpl
+from ..hookspecs import StreamSource, hookimpl
 from ..events import PROV_GENERATED_AT, Event, Time, format_time, parse_timestamp
 
 __all__ = [
@@ -1251,6 +1251,5 @@ def _line_end(text: bytes, count: int) -> int:
 
 @hookimpl
 def spaseq_stream_sources():
-    from ..plugins import StreamSource
     return [StreamSource("file", open_stream,
                          "TriG or N-Quads files, optionally .gz; a glob or a folder feeds one stream")]

@@ -58,7 +58,7 @@ import uuid
 import paho.mqtt.client as paho
 
 from ..errors import EventError, SpaseqError
-from ..hookspecs import hookimpl
+from ..hookspecs import ResultSink, StreamSource, hookimpl
 from .network import LiveOptions, LiveSource, Reconnecting, _show_host, _why, read_text, split_location
 
 __all__ = ["MqttSink", "MqttSource", "open_mqtt_sink", "open_mqtt_source"]
@@ -273,7 +273,7 @@ class MqttSink(Reconnecting):
                  retain: bool = False, client_id: str | None = None, keepalive: int = 60,
                  flush_timeout: float = 10.0, with_events: bool = False):
         super().__init__(_mqtt_where(host, port, topic), options)
-        from ..output import JsonLinesWriter, TrigWriter
+        from ..output.formats import JsonLinesWriter, TrigWriter
         self.topic, self.qos, self.retain = topic, qos, retain
         self.flush_timeout = flush_timeout
         self.published = 0          # messages handed to the client
@@ -355,7 +355,6 @@ def open_mqtt_sink(target: str, variables, options: dict) -> MqttSink:
 
 @hookimpl
 def spaseq_stream_sources():
-    from ..plugins import StreamSource
     return [StreamSource("mqtt", open_mqtt_source,
                          "mqtt://HOST:PORT/TOPIC: one TriG/N-Quads event per message (paho-mqtt); "
                          "reconnects with backoff")]
@@ -363,7 +362,6 @@ def spaseq_stream_sources():
 
 @hookimpl
 def spaseq_result_sinks():
-    from ..plugins import ResultSink
     return [ResultSink("mqtt", open_mqtt_sink,
                        "mqtt://HOST:PORT/TOPIC: each result as a message (JSON line for SELECT, "
                        "TriG event for CONSTRUCT)", file_like=False)]

@@ -78,7 +78,7 @@ import pyoxigraph as ox
 
 from ..errors import EventError, SpaseqError
 from ..events import Event
-from ..hookspecs import hookimpl
+from ..hookspecs import StreamSource, hookimpl
 from .files import _Assembler, _check_order, _Lines, _TrigParser, _Unit, line_units, parse_line_batch, trig_units
 
 __all__ = [
@@ -724,7 +724,6 @@ def open_tcp(location: str, stream: str, *, report=None) -> TcpSource:
 
 @hookimpl
 def spaseq_stream_sources():
-    from ..plugins import StreamSource
     return [
         StreamSource("stdin", open_stdin,
                      "standard input (--stream S=- or S=stdin:trig / stdin:nq): TriG or N-Quads, "

@@ -14,7 +14,7 @@ CASE_DIRS = sorted(p for p in CASES.iterdir() if (p / "case.json").exists()) if 
 @pytest.mark.parametrize("case", CASE_DIRS, ids=lambda p: p.name)
 def test_acceptance_case(case):
     proc = subprocess.run(
-        [sys.executable, str(ACCEPTANCE / "run"), "--cmd", f"{sys.executable} -m spaseq_plugin.cli",
+        [sys.executable, str(ACCEPTANCE / "run"), "--cmd", f"{sys.executable} -m spaseq_plugin",
          str(case)], capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     assert "1 passed, 0 failed" in proc.stdout

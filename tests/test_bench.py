@@ -20,10 +20,10 @@ import pyoxigraph as ox
 import pytest
 
 from spaseq_plugin import Engine, Event, compile_query
-from spaseq_plugin import bench
-from spaseq_plugin.gpm_oxigraph import OxigraphEvaluator
-from spaseq_plugin.gpm_rdflib import RdflibEvaluator
-from spaseq_plugin.workloads import (
+from spaseq_plugin.bench import runner as bench
+from spaseq_plugin.evaluators.oxigraph import OxigraphEvaluator
+from spaseq_plugin.evaluators.rdflib import RdflibEvaluator
+from spaseq_plugin.bench.workloads import (
     WORKLOADS, card_kb, company_kb, credit_events, smarthome_events, stock_events, traffic_events,
     vessel_events, vessel_kb, write_nquads, write_trig,
 )
@@ -118,7 +118,7 @@ def test_missing_spectra_is_skipped_with_a_note(monkeypatch):
     real_import = importlib.import_module
 
     def fake_import(name, *args):
-        if name == "spaseq_plugin.gpm_spectra":
+        if name == "spaseq_plugin.evaluators.spectra":
             raise ModuleNotFoundError(f"No module named {name!r}", name=name)
         return real_import(name, *args)
 
@@ -261,7 +261,7 @@ def test_kb_generators_have_the_asked_size(make, graph):
 
 
 def test_written_stream_files_read_back(tmp_path):
-    from spaseq_plugin.workloads import open_source
+    from spaseq_plugin.bench.workloads import open_source
     w = WORKLOADS["smartgrid"]
     info = w.prepare(200, tmp_path, kb_size=500)
     read = [e for e in open_source(info["source"]) if isinstance(e, Event)]

@@ -6,7 +6,7 @@ import sys
 
 import pytest
 
-SPASEQ = [sys.executable, "-m", "spaseq_plugin.cli"]
+SPASEQ = [sys.executable, "-m", "spaseq_plugin"]
 
 STREAM = """@prefix : <http://example/> .
 @prefix prov: <http://www.w3.org/ns/prov#> .

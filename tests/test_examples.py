@@ -22,7 +22,7 @@ import pytest
 from shared_paths import DATA
 
 EXAMPLES = Path(__file__).resolve().parents[1] / "examples"
-SPASEQ = [sys.executable, "-m", "spaseq_plugin.cli"]
+SPASEQ = [sys.executable, "-m", "spaseq_plugin"]
 
 QUERIES = ["uc1-smart-grid/query.rq", "uc2-trajectory/query.rq", "uc3-credit-card/query.rq",
            "uc4-stock/head-and-shoulders.rq", "uc4-stock/v-shape.rq", "uc5-traffic/query.rq"]

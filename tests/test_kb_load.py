@@ -10,8 +10,9 @@ import random
 import pyoxigraph as ox
 import pytest
 
-from spaseq_plugin import cli, kb_commands
-from spaseq_plugin.kb_commands import KeepFilter, blank_node_prefix, expand_inputs, keep_filter_for, parse_lines
+from spaseq_plugin.cli import commands as cli
+from spaseq_plugin.stores import loading
+from spaseq_plugin.stores.loading import KeepFilter, blank_node_prefix, expand_inputs, keep_filter_for, parse_lines
 
 EX = "http://example/"
 MASTER = "local[2]"          # the spark fixture's: the CLI reuses that session
@@ -86,7 +87,7 @@ def quads_of(spec: str) -> set[ox.Quad]:
 # -- the in-process loader -------------------------------------------------------------------
 
 def test_in_process_load_of_every_input_form(tmp_path, dumps, capsys, monkeypatch):
-    monkeypatch.setattr(kb_commands, "CHUNK_BYTES", 64)     # many chunks: lines cut at chunk ends
+    monkeypatch.setattr(loading, "CHUNK_BYTES", 64)     # many chunks: lines cut at chunk ends
     store = tmp_path / "store"
     code, err = load(capsys, *dumps, "--into", f"oxigraph:{store}")
     assert code == 0, err

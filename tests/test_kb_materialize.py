@@ -16,10 +16,11 @@ import pyoxigraph as ox
 import pytest
 
 from shared_paths import CASES
-from spaseq_plugin import Engine, cli
-from spaseq_plugin.compiler import compile_query
+from spaseq_plugin import Engine
+from spaseq_plugin.cli import commands as cli
+from spaseq_plugin.language.compiler import compile_query
 from spaseq_plugin.errors import QueryError, SpaseqError
-from spaseq_plugin.gpm_spectra import SpectraEvaluator
+from spaseq_plugin.evaluators.spectra import SpectraEvaluator
 from spaseq_plugin.kb import KnowledgeBase
 from spaseq_plugin.stores.materialized import MaterializedKB, graph_blocks
 

@@ -1,8 +1,8 @@
 import pytest
 
 from spaseq_plugin import QueryError
-from spaseq_plugin.parser import parse_query
-from spaseq_plugin.syntax import Aggregate, Conjunction, Disjunction, GpmRef
+from spaseq_plugin.language.parser import parse_query
+from spaseq_plugin.language.syntax import Aggregate, Conjunction, Disjunction, GpmRef
 
 PAPER_LAYOUT = """
 PREFIX : <http://example/>

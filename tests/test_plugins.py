@@ -26,7 +26,7 @@ def test_every_hook_has_a_one_line_docstring():
 
 def test_builtins_are_default_plugins_through_the_same_hooks():
     names = {p["name"] for p in plugin_list()}
-    assert {"spaseq_plugin.stores.oxigraph", "spaseq_plugin.streams.files", "spaseq_plugin.output"} <= names
+    assert {"spaseq_plugin.stores.oxigraph", "spaseq_plugin.streams.files", "spaseq_plugin.output.formats"} <= names
     reg = registry()
     assert "oxigraph" in reg.stores and "file" in reg.sources
     assert {"jsonl", "csv", "tsv", "json", "trig"} <= set(reg.sinks)

@@ -25,7 +25,7 @@ from rdflib import BNode, Dataset, Graph, Literal, Namespace, URIRef, Variable
 
 from shared_paths import ACCEPTANCE, CASES
 from spaseq_plugin import Engine, EventError, QueryError, SpaseqError, compile_query
-from spaseq_plugin.rdflib_processor import (
+from spaseq_plugin.rdflib_integration.processor import (
     SPASEQ_STREAM, MatchRows, SpaseqProcessor, SpaseqWarning, as_knowledge_base, dataset_events,
     spaseq_query)
 
@@ -87,7 +87,7 @@ def plain_rows(result) -> list[tuple]:
 def test_entry_point_is_installed():
     eps = importlib.metadata.entry_points(group="rdf.plugins.queryprocessor")
     assert [ep.value for ep in eps if ep.name == "spaseq"] == \
-        ["spaseq_plugin.rdflib_processor:SpaseqProcessor"]
+        ["spaseq_plugin.rdflib_integration.processor:SpaseqProcessor"]
     assert rdflib.plugin.get("spaseq", rdflib.query.Processor) is SpaseqProcessor
 
 

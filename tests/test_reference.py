@@ -21,7 +21,7 @@ import pytest
 from spaseq_plugin import KnowledgeBase, QueryError, compile_query
 from spaseq_plugin.events import PROV_GENERATED_AT, Event, parse_timestamp
 from spaseq_plugin.reference import reference_evaluate, reference_matches
-from spaseq_plugin.results import term_to_json
+from spaseq_plugin.runtime.results import term_to_json
 
 from shared_paths import ACCEPTANCE, CASES
 

@@ -19,7 +19,7 @@ from spaseq_plugin import Engine
 from spaseq_plugin.errors import SpaseqError
 from spaseq_plugin.events import Event
 from spaseq_plugin.plugins import result_sink
-from spaseq_plugin.sinks import CallbackSink, WebhookSink, load_function, result_json
+from spaseq_plugin.output.sinks import CallbackSink, WebhookSink, load_function, result_json
 from spaseq_plugin.streams.mqtt import MqttSink, open_mqtt_sink, open_mqtt_source
 
 S = "http://example.org/s"
@@ -135,7 +135,7 @@ def test_cli_sends_results_to_a_webhook(tmp_path):
                   for t, k in enumerate("abab", start=1)))
     with WebhookServer() as first, WebhookServer() as second:
         done = subprocess.run(
-            [sys.executable, "-m", "spaseq_plugin.cli", "run", str(tmp_path / "q.rq"), "--stream",
+            [sys.executable, "-m", "spaseq_plugin", "run", str(tmp_path / "q.rq"), "--stream",
              f"S={tmp_path / 's.trig'}", "--sink", f"webhook:{first.url()}#retries=1",
              "--sink", second.url("/other")], capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -242,7 +242,7 @@ def test_construct_output_of_one_engine_feeds_another_through_mqtt(mosquitto):
     assert [(r.time, r.bindings["x"].value, r.bindings["y"].value) for r in found] == [(4, f"{EX}x2", f"{EX}x4")]
     # and it is the same as reading engine 1's --format trig output from a file
     from io import StringIO
-    from spaseq_plugin.output import TrigWriter
+    from spaseq_plugin.output.formats import TrigWriter
     from spaseq_plugin.streams.network import read_text
     text = StringIO()
     writer = TrigWriter(text, [])
@@ -320,7 +320,7 @@ def test_cli_publishes_construct_results_to_mqtt(mosquitto, tmp_path):
     subscriber = Subscriber(mosquitto, "cli/out")
     try:
         done = subprocess.run(
-            [sys.executable, "-m", "spaseq_plugin.cli", "run", str(tmp_path / "q.rq"), "--stream",
+            [sys.executable, "-m", "spaseq_plugin", "run", str(tmp_path / "q.rq"), "--stream",
              f"S={tmp_path / 's.trig'}", "--sink", f"mqtt://127.0.0.1:{mosquitto.port}/cli/out"],
             capture_output=True, text=True, timeout=120)
         assert done.returncode == 0, done.stderr

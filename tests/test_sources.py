@@ -20,7 +20,7 @@ import pytest
 from brokers import EventServer, free_port, mosquitto, mosquitto_program, wait_until  # noqa: F401 (fixtures)
 from helpers import EX, PREFIX, event, rows
 from spaseq_plugin import Engine
-from spaseq_plugin.aio import aiter_blocking, merge_async, open_source_async, reorder_async, run_async
+from spaseq_plugin.runtime.aio import aiter_blocking, merge_async, open_source_async, reorder_async, run_async
 from spaseq_plugin.errors import EventError, SpaseqError
 from spaseq_plugin.events import Event
 from spaseq_plugin.plugins import call_configure, stream_source
@@ -217,7 +217,7 @@ def test_stdin_explicit_format_and_max_events():
 ], ids=["trig", "nquads"])
 def test_cli_reads_standard_input(tmp_path, text):
     (tmp_path / "q.rq").write_text(QUERY)
-    done = subprocess.run([sys.executable, "-m", "spaseq_plugin.cli", "run", str(tmp_path / "q.rq"),
+    done = subprocess.run([sys.executable, "-m", "spaseq_plugin", "run", str(tmp_path / "q.rq"),
                            "--stream", "S=-"], input=text + "<http://example/e9> { bad\n",
                           capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
@@ -338,7 +338,7 @@ def test_cli_reads_a_tcp_stream(tmp_path):
     server = EventServer(greeting=(trig(1) + trig(2, "b")).encode()).start()
     try:
         process = subprocess.Popen(
-            [sys.executable, "-m", "spaseq_plugin.cli", "run", str(tmp_path / "q.rq"),
+            [sys.executable, "-m", "spaseq_plugin", "run", str(tmp_path / "q.rq"),
              "--stream", f"S=tcp://127.0.0.1:{server.port}?retries=0&idle_timeout=30"],
             stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
         server.wait_for_clients(1, timeout=60)

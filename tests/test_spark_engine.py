@@ -26,7 +26,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from spaseq_plugin import Engine, compile_query
-from spaseq_plugin.cli import main
+from spaseq_plugin.cli.commands import main
 from spaseq_plugin.events import PROV_GENERATED_AT, Event
 from spaseq_plugin.reference import reference_evaluate
 from spaseq_plugin.streams.files import read_stream_file
@@ -212,7 +212,7 @@ def test_acceptance_runner_with_engine_spark():
     """As a user runs it: the runner starts ``spaseq run --engine spark`` (its own Spark) per case."""
     case = next(p for p in CASE_DIRS if p.name == "paper-ex9-kleene")
     proc = subprocess.run(
-        [sys.executable, str(ACCEPTANCE / "run"), "--cmd", f"{sys.executable} -m spaseq_plugin.cli",
+        [sys.executable, str(ACCEPTANCE / "run"), "--cmd", f"{sys.executable} -m spaseq_plugin",
          "--extra", "--engine spark --spark-master local[1]", str(case)],
         capture_output=True, text=True, timeout=300)
     assert proc.returncode == 0, proc.stdout + proc.stderr
@@ -265,7 +265,7 @@ def test_spark_engine_with_a_materialized_kb(tmp_path, capsys, monkeypatch):
 
 
 def test_spark_bench_checks_results_and_reports_speedups(spark, capsys):
-    from spaseq_plugin.bench import add_bench_parser
+    from spaseq_plugin.bench.runner import add_bench_parser
     import argparse
     parser = argparse.ArgumentParser()
     add_bench_parser(parser.add_subparsers())

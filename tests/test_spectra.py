@@ -11,8 +11,8 @@ from hypothesis import strategies as st
 
 from spaseq_plugin import compile_query
 from spaseq_plugin.events import Event
-from spaseq_plugin.gpm_oxigraph import OxigraphEvaluator
-from spaseq_plugin.gpm_spectra import SpectraEvaluator
+from spaseq_plugin.evaluators.oxigraph import OxigraphEvaluator
+from spaseq_plugin.evaluators.spectra import SpectraEvaluator
 
 EX = "http://e/"
 XSD = "http://www.w3.org/2001/XMLSchema#"
@@ -135,7 +135,7 @@ WHERE {{ SEQ (A ; B ; C ; D)
     ("?c :price ?p3 FILTER(?p3 > 2)", ["A", "C", "D"]),   # fewer solutions
 ])
 def test_placement_asks_each_distinct_pattern_once(c_body, kept):
-    from spaseq_plugin.runtime import Runtime
+    from spaseq_plugin.runtime.nfa_runtime import Runtime
     compiled = compile_query(PLACED.format(c_body=c_body))
     runtime = Runtime(compiled, SpectraEvaluator(), lambda match: None)
     assert [g.name.split()[0] for g in runtime._placement] == kept   # D reads another stream

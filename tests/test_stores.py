@@ -28,9 +28,9 @@ import pytest
 import rdflib
 
 from spaseq_plugin import Engine, Event, KnowledgeBase, SpaseqError
-from spaseq_plugin.gpm_oxigraph import OxigraphEvaluator
-from spaseq_plugin.gpm_spectra import SpectraEvaluator
-from spaseq_plugin.kb_commands import add_kb_parser
+from spaseq_plugin.evaluators.oxigraph import OxigraphEvaluator
+from spaseq_plugin.evaluators.spectra import SpectraEvaluator
+from spaseq_plugin.cli.kb_commands import add_kb_parser
 from spaseq_plugin.plugins import registry
 from spaseq_plugin.stores.rdflib_store import RdflibKB, load_rdflib_file
 from spaseq_plugin.stores.sparql_endpoint import SparqlEndpointKB, query_form
@@ -129,7 +129,7 @@ def kb_file(tmp_path_factory):
 
 
 def kb_cli(*argv: str, capsys=None) -> tuple[int, str, str]:
-    """``spaseq kb ...`` as cli.main runs it (SpaseqError -> message and status 1)."""
+    """``spaseq kb ...`` as cli.commands.main runs it (SpaseqError -> message and status 1)."""
     parser = argparse.ArgumentParser(prog="spaseq")
     add_kb_parser(parser.add_subparsers(dest="command"))
     args = parser.parse_args(argv)
@@ -549,7 +549,7 @@ def test_cli_run_on_a_store_open_for_writing_elsewhere(held_store, tmp_path):
     (tmp_path / "s.trig").write_text(
         f"@prefix : <{EX}> . @prefix prov: <http://www.w3.org/ns/prov#> .\n"
         ":e1 prov:generatedAtTime 1 . :e1 { :s1 :temp 12 . }\n")
-    p = subprocess.run([sys.executable, "-m", "spaseq_plugin.cli", "run", "q.rq", "--stream", "S=s.trig",
+    p = subprocess.run([sys.executable, "-m", "spaseq_plugin", "run", "q.rq", "--stream", "S=s.trig",
                         "--kb", f"oxigraph:{held_store}"], capture_output=True, text=True, cwd=tmp_path,
                        timeout=120)
     assert "Traceback" not in p.stderr
@@ -558,16 +558,16 @@ def test_cli_run_on_a_store_open_for_writing_elsewhere(held_store, tmp_path):
 
 
 def test_cli_kb_commands_when_wired(held_store, kb_file):
-    from spaseq_plugin import cli
+    from spaseq_plugin.cli import commands as cli
     parser = cli._parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
     if "kb" not in commands:
-        pytest.skip("'spaseq kb' is not wired into spaseq_plugin.cli yet (add_kb_parser)")
-    p = subprocess.run([sys.executable, "-m", "spaseq_plugin.cli", "kb", "load", kb_file, "--into",
+        pytest.skip("'spaseq kb' is not wired into spaseq_plugin.cli.commands yet (add_kb_parser)")
+    p = subprocess.run([sys.executable, "-m", "spaseq_plugin", "kb", "load", kb_file, "--into",
                         f"oxigraph:{held_store}"], capture_output=True, text=True, timeout=120)
     assert p.returncode == 1 and "is open for writing in another process" in p.stderr
     assert "Traceback" not in p.stderr
-    p = subprocess.run([sys.executable, "-m", "spaseq_plugin.cli", "kb", "query", f"oxigraph:{held_store}",
+    p = subprocess.run([sys.executable, "-m", "spaseq_plugin", "kb", "query", f"oxigraph:{held_store}",
                         "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }", "-f", "csv"],
                        capture_output=True, text=True, timeout=120)
     assert p.returncode == 0 and p.stdout.splitlines() == ["n", "26"], p.stderr

@@ -25,7 +25,7 @@ def plugin_path(tmp_path_factory):
 
 def spaseq(plugin_path, *args):
     env = dict(os.environ, PYTHONPATH=str(plugin_path))
-    return subprocess.run([sys.executable, "-m", "spaseq_plugin.cli", *args], capture_output=True,
+    return subprocess.run([sys.executable, "-m", "spaseq_plugin", *args], capture_output=True,
                           text=True, env=env, timeout=120)
 
 

@@ -16,7 +16,7 @@ from rdflib import Dataset, Graph, Literal, Namespace, URIRef
 from rdflib.namespace import PROV, XSD
 
 from spaseq_plugin import Engine
-from spaseq_plugin.rdflib_processor import as_knowledge_base
+from spaseq_plugin.rdflib_integration.processor import as_knowledge_base
 
 EX = Namespace("http://example/grid/")
 SPASEQ = Namespace("urn:spaseq:")            # SPASEQ.stream: the stream a graph belongs to

@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import hashlib
 import importlib
 import json
 import math
@@ -40,6 +39,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from .digest import Digest, canonical_result
 from .workloads import DEFAULT_WORKLOADS, STRATEGIES, WORKLOADS, Source, open_source
 
 EVALUATORS = ("spectra", "oxigraph", "rdflib")
@@ -137,7 +137,7 @@ def run_bench(args: argparse.Namespace) -> int:
     """Run the benchmark ``args`` describe; 0 when every check passed, 1 when
     evaluators disagreed or a configuration failed, 2 for bad arguments."""
     if getattr(args, "engine", "stream") == "spark":
-        from .spark.bench import cmd_spark_bench
+        from .spark import cmd_spark_bench
         return cmd_spark_bench(args)
     try:
         plan = _plan(args)
@@ -303,28 +303,28 @@ def evaluator_problem(name: str) -> str | None:
     if name != "spectra":
         return None
     try:
-        module = importlib.import_module("spaseq_plugin.gpm_spectra")
+        module = importlib.import_module("spaseq_plugin.evaluators.spectra")
     except ModuleNotFoundError as e:
-        if e.name and e.name.endswith("gpm_spectra"):
-            return "spaseq_plugin.gpm_spectra does not exist yet"
-        return f"cannot import spaseq_plugin.gpm_spectra: {e}"
+        if e.name and e.name.endswith("evaluators.spectra"):
+            return "spaseq_plugin.evaluators.spectra does not exist yet"
+        return f"cannot import spaseq_plugin.evaluators.spectra: {e}"
     except Exception as e:  # noqa: BLE001 - any import failure means: skip it
-        return f"cannot import spaseq_plugin.gpm_spectra: {type(e).__name__}: {e}"
+        return f"cannot import spaseq_plugin.evaluators.spectra: {type(e).__name__}: {e}"
     if not hasattr(module, "SpectraEvaluator"):
-        return "spaseq_plugin.gpm_spectra has no SpectraEvaluator"
+        return "spaseq_plugin.evaluators.spectra has no SpectraEvaluator"
     return None
 
 
 def make_evaluator(name: str, kb):
     """A GPM evaluator by bench name (``spectra``, ``oxigraph``, ``rdflib``)."""
     if name == "oxigraph":
-        from .gpm_oxigraph import OxigraphEvaluator
+        from ..evaluators.oxigraph import OxigraphEvaluator
         return OxigraphEvaluator(kb)
     if name == "rdflib":
-        from .gpm_rdflib import RdflibEvaluator
+        from ..evaluators.rdflib import RdflibEvaluator
         return RdflibEvaluator(kb)
     if name == "spectra":
-        from .gpm_spectra import SpectraEvaluator     # type: ignore[import-not-found]
+        from ..evaluators.spectra import SpectraEvaluator     # type: ignore[import-not-found]
         return SpectraEvaluator(kb=kb)
     raise ValueError(f"unknown evaluator {name!r}")
 
@@ -375,37 +375,6 @@ class _Histogram:
             if seen > rank:
                 return math.exp((bucket + 0.5) / self._SCALE) / 1000.0
         return None
-
-
-class _Digest:
-    """An order-independent fingerprint of a multiset of results."""
-
-    def __init__(self, keep: int = 0):
-        self.count = 0
-        self.sum = 0
-        self.keep = keep
-        self.items: list[str] = []
-
-    def add(self, result) -> None:
-        text = canonical_result(result)
-        self.count += 1
-        self.sum = (self.sum + int.from_bytes(hashlib.blake2b(text.encode(), digest_size=16).digest(), "big")) \
-            & ((1 << 128) - 1)
-        if len(self.items) < self.keep:
-            self.items.append(text)
-
-    def to_json(self) -> dict:
-        return {"count": self.count, "hash": f"{self.sum:032x}"}
-
-
-def canonical_result(result) -> str:
-    """One result as a string that is equal across evaluators when the result is."""
-    if result.bindings is not None:
-        body = ";".join(f"{k}={v}" for k, v in sorted(result.bindings.items()))
-    else:
-        body = "|".join(sorted(str(t) for t in result.triples or ()))
-    events = ",".join(f"{e.stream}@{e.time}" for e in result.events)
-    return f"{result.time}|{body}|{events}"
 
 
 def _current_rss_kb() -> int | None:
@@ -462,13 +431,13 @@ def _rss_kb() -> int | None:
 def measure(task: Task, measure_rss: bool = True) -> dict:
     """Run one configuration here and now; a dict of metrics."""
     # everything the run needs is imported before the RSS baseline
-    from .compiler import compile_query
-    from .engine import Engine
-    from .errors import EventError
-    from .kb import KnowledgeBase
-    from . import gpm_oxigraph, gpm_rdflib  # noqa: F401
+    from ..language.compiler import compile_query
+    from ..runtime.engine import Engine
+    from ..errors import EventError
+    from ..kb import KnowledgeBase
+    from ..evaluators import oxigraph as _oxigraph, rdflib as _rdflib  # noqa: F401
     if task.evaluator == "spectra":
-        importlib.import_module("spaseq_plugin.gpm_spectra")
+        importlib.import_module("spaseq_plugin.evaluators.spectra")
     rss = _RssSampler(measure_rss)
     out: dict = {"workload": task.workload, "strategy": task.strategy, "window": task.window,
                  "evaluator": task.evaluator, "kb_size": task.kb_size, "limit": task.limit}
@@ -499,7 +468,7 @@ def measure(task: Task, measure_rss: bool = True) -> dict:
         def run(limit: int, progress, budget: float | None = None) -> dict:
             evaluator = make_evaluator(task.evaluator, kb)
             engine = Engine(compiled, kb=kb, evaluator=evaluator)
-            hist, digest = _Histogram(), _Digest()
+            hist, digest = _Histogram(), Digest()
             runs_sum = runs_peak = 0
             clock = time.perf_counter_ns
             started = time.perf_counter()
@@ -837,8 +806,8 @@ def _explain_mismatch(check: dict, query: str, info: dict, plan: Plan) -> list[s
 
 def collect_results(query: str, source: Source, kb_files: list[str], evaluator: str, limit: int) -> Counter:
     """The multiset of canonical results of one evaluator on the first ``limit`` events."""
-    from .engine import Engine
-    from .kb import KnowledgeBase
+    from ..runtime.engine import Engine
+    from ..kb import KnowledgeBase
     kb = KnowledgeBase.from_specs(kb_files) if kb_files else None
     engine = Engine(query, kb=kb, evaluator=make_evaluator(evaluator, kb))
     return Counter(canonical_result(r) for r in engine.run(open_source(source, limit)))
@@ -1015,8 +984,3 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(["bench", *(sys.argv[1:] if argv is None else argv)])
     return args.func(args)
 
-
-if __name__ == "__main__":
-    # run through the package module so that pickled tasks name spaseq_plugin.bench
-    from spaseq_plugin.bench import main as _main
-    sys.exit(_main())

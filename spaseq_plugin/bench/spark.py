@@ -23,13 +23,13 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 
-from ..bench import canonical_result
-from ..compiler import compile_query
-from ..engine import Engine
+from .digest import canonical_result
+from ..language.compiler import compile_query
+from ..runtime.engine import Engine
 from ..streams.files import merge_streams, read_stream_file
-from ..workloads import SMD_STREAM, q4_v_shape, stock_events, write_nquads
-from .engine import SparkRun, archived_sources
-from .session import running_master, spark_session, stop_spark
+from .workloads import SMD_STREAM, q4_v_shape, stock_events, write_nquads
+from ..spark.engine import SparkRun, archived_sources
+from ..spark.session import running_master, spark_session, stop_spark
 
 DEFAULT_SIZES = (5_000, 20_000, 80_000)
 DEFAULT_MASTERS = ("local[1]", "local[2]")

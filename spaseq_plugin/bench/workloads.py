@@ -25,7 +25,7 @@ events, byte for byte.
 
 Python use::
 
-    from spaseq_plugin.workloads import WORKLOADS, stock_events, write_trig
+    from spaseq_plugin.bench.workloads import WORKLOADS, stock_events, write_trig
     w = WORKLOADS["stock-v"]
     text = w.query(";", 300)              # SPASEQ text
     events = list(w.events(1000))         # time-ordered Event objects, all streams
@@ -46,8 +46,8 @@ from typing import Callable, Iterable, Iterator
 
 import pyoxigraph as ox
 
-from .events import PROV_GENERATED_AT, XSD, Event, datetime_seconds, time_literal
-from .kb import KnowledgeBase
+from ..events import PROV_GENERATED_AT, XSD, Event, datetime_seconds, time_literal
+from ..kb import KnowledgeBase
 
 __all__ = [
     "WORKLOADS", "Workload", "STRATEGIES", "data_dir", "write_trig", "write_nquads",
@@ -75,7 +75,7 @@ def data_dir() -> Path:
     shared = os.environ.get("SPASEQ_SHARED")
     if shared:
         return Path(shared) / "data"
-    return Path(__file__).resolve().parents[2] / "shared" / "data"
+    return Path(__file__).resolve().parents[3] / "shared" / "data"
 
 
 # -- literals in the canonical form Oxigraph stores --------------------------
@@ -107,7 +107,7 @@ def _iri(text: str) -> ox.NamedNode:
 
 def _memory_kb(quads: Iterable[ox.Quad] = ()) -> KnowledgeBase:
     """An in-memory Oxigraph KB holding ``quads`` (it has ``.store``)."""
-    from .stores.oxigraph import OxigraphKB
+    from ..stores.oxigraph import OxigraphKB
     kb = OxigraphKB()
     kb.store.bulk_extend(quads)
     return kb
@@ -896,13 +896,13 @@ def _real_credit(n: int) -> Iterator[Event]:
     """``card10k.nt`` cut every two triples (the reference implementation's
     manifest reading, times 1, 2, 3, ...), repeated when more is asked."""
     source = Source("nt-chunks", {CCD_STREAM: [str(data_dir() / CARD_FILE)]}, chunk=2, cycle=True)
-    from .errors import EventError
+    from ..errors import EventError
     return (e for e in open_source(source, n) if not isinstance(e, EventError))
 
 
 def _repeat_chunks(path: str, stream: str, chunk: int, cycle: bool):
-    from .errors import EventError
-    from .streams.files import read_ntriples_chunks
+    from ..errors import EventError
+    from ..streams.files import read_ntriples_chunks
     shift = 0
     for k in itertools.count():
         last = 0
@@ -922,8 +922,8 @@ def open_source(source: "Source", limit: int | None = None):
     """The prepared input of a workload, read the way ``spaseq run`` reads
     it (stream files, merged by time): ``Event`` and ``EventError`` items,
     at most ``limit`` events."""
-    from .errors import EventError
-    from .streams.files import merge_streams, read_stream_file
+    from ..errors import EventError
+    from ..streams.files import merge_streams, read_stream_file
     readers = []
     for stream, paths in source.paths.items():
         for path in paths:
@@ -990,7 +990,7 @@ class Workload:
 
     @property
     def streams(self) -> list[str]:
-        from .compiler import compile_query
+        from ..language.compiler import compile_query
         return sorted(compile_query(self.query()).streams)
 
     def prepare(self, n: int, directory: Path, fmt: str = "trig", kb_size: int | None = None) -> dict:

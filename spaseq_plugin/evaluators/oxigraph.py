@@ -22,36 +22,19 @@ that case only, ``isBlank`` in the GPM sees an IRI for them.
 from __future__ import annotations
 
 from functools import lru_cache
-from typing import Mapping, Protocol, Sequence
+from typing import Mapping, Sequence
 
 import pyoxigraph as ox
 
-from .events import Event
-from .gpm import GpmPattern
-from .kb import KnowledgeBase
-
-Term = ox.NamedNode | ox.BlankNode | ox.Literal
-Solution = dict[str, Term]
+from ..events import Event
+from ..language.gpm import GpmPattern
+from ..kb import KnowledgeBase
+from .protocol import Solution, Term
 
 EVENT_GRAPH = ox.NamedNode("urn:spaseq:event")
 SKOLEM_GRAPH = ox.NamedNode("urn:spaseq:event:skolem")
 _SKOLEM = "urn:spaseq:bnode:"
 ROW = "__spaseq_row"
-
-
-class GpmEvaluator(Protocol):
-    """Evaluates GPMs on events; the engine's only way to match a pattern."""
-
-    def evaluate(self, gpm: GpmPattern, event: Event,
-                 mappings: Sequence[Mapping[str, Term]]) -> list[list[Solution]]:
-        """For each mapping, the solutions of ``gpm`` on ``event`` compatible with it.
-
-        An evaluator may also offer ``evaluate_one(gpm, event, mu)``: the
-        solutions compatible with a run's whole mapping, answered so cheaply
-        that the runtime calls it per run without memoising (see gpm_spectra).
-        Its solutions bind what the GPM binds (the runtime adds them to μ);
-        values of μ that only a FILTER reads need not be repeated in them.
-        """
 
 
 class OxigraphEvaluator:
@@ -66,7 +49,7 @@ class OxigraphEvaluator:
         # A KB that cannot take the event graph (on disk, rdflib, remote) is copied, one
         # named graph at a time, when a GPM first names it.
         self._copied: set[str] | None = None if shared is not None else set()
-        from .plugins import sparql_functions
+        from ..plugins import sparql_functions
         self._functions = sparql_functions() or None
         self._named_graphs = [ox.NamedNode(g) for g in kb.graph_names()] if shared is not None else []
         self._event: Event | None = None           # the event in _event_store

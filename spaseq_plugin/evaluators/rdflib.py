@@ -5,7 +5,7 @@ the default graph of an rdflib ``Dataset`` that also holds the knowledge
 base's named graphs, when the GPM has ``GRAPH`` clauses), and the GPM runs
 as ``graph.query("SELECT * WHERE { VALUES (...) { ... } body }")``: the
 runs' mappings are injected as rows of a VALUES block with a row-number
-column, exactly as :class:`~spaseq_plugin.gpm_oxigraph.OxigraphEvaluator`
+column, exactly as :class:`~spaseq_plugin.evaluators.oxigraph.OxigraphEvaluator`
 does, so one query per (GPM, event) serves every waiting run.
 
 It exists to be measured against (``spaseq bench``) and to cross-check the
@@ -36,11 +36,11 @@ from typing import Mapping, Sequence
 import pyoxigraph as ox
 from rdflib import Dataset, Graph
 
-from .events import Event
-from .gpm import GpmPattern
-from .gpm_oxigraph import ROW, injected_columns, injected_query, skolem, unskolem
-from .kb import KnowledgeBase
-from .rdflib_terms import ox_to_rdflib, rdflib_to_ox
+from ..events import Event
+from ..language.gpm import GpmPattern
+from .oxigraph import ROW, injected_columns, injected_query, skolem, unskolem
+from ..kb import KnowledgeBase
+from ..rdflib_terms import ox_to_rdflib, rdflib_to_ox
 from .sparql_values import canonical
 
 __all__ = ["RdflibEvaluator", "ox_to_rdflib"]

@@ -2,7 +2,7 @@
 
 Per-event graph pattern matching dominates a SPASEQ engine's cost (the
 paper's Fig. 19).  This evaluator answers the same question as
-:class:`~spaseq_plugin.gpm_oxigraph.OxigraphEvaluator` (the semantics of
+:class:`~spaseq_plugin.evaluators.oxigraph.OxigraphEvaluator` (the semantics of
 section 2: the GPM under the run's bindings) without a SPARQL query:
 
 1. **Plan once per GPM.**  A GPM body that is a basic graph pattern with
@@ -62,12 +62,13 @@ import pyoxigraph as ox
 from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import BNode, Literal, URIRef, Variable
 
-from .events import Event
-from .filters import NotCompilable, compile_filter, conjuncts, variables
-from .gpm import GpmPattern
-from .gpm_oxigraph import OxigraphEvaluator, Solution, Term
-from .kb import KnowledgeBase
-from .rdflib_terms import rdflib_to_ox, unalias
+from ..events import Event
+from ..language.filters import NotCompilable, compile_filter, conjuncts, variables
+from ..language.gpm import GpmPattern
+from .oxigraph import OxigraphEvaluator
+from .protocol import Solution, Term
+from ..kb import KnowledgeBase
+from ..rdflib_terms import rdflib_to_ox, unalias
 from .sparql_values import Unsupported, canonical, native, term_cache
 
 MATERIALIZE, LOOKUP = "materialize", "lookup"

@@ -11,12 +11,12 @@ from dataclasses import dataclass, field
 
 from rdflib.term import BNode, URIRef, Variable
 
-from .errors import QueryError
-from .events import Time
+from ..errors import QueryError
+from ..events import Time
 from .gpm import GpmPattern, analyse_gpm, placement_pattern
 from .nfa import CONJUNCTION, DISJUNCTION, SINGLE, AtomMatcher, Automaton, Edge, State
 from .parser import parse_query
-from .rdflib_terms import prepare_sparql, rdflib_to_ox, unalias
+from ..rdflib_terms import prepare_sparql, rdflib_to_ox, unalias
 from .syntax import (
     KLEENE, NEGATION, NEXT, OPTIONAL, Aggregate, Conjunction, GpmRef, Pos, Query,
 )

@@ -16,8 +16,8 @@ from decimal import ROUND_FLOOR, Decimal
 from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import Literal, URIRef, Variable
 
-from .rdflib_terms import rdflib_to_ox, unalias
-from .sparql_values import (
+from ..rdflib_terms import rdflib_to_ox, unalias
+from ..evaluators.sparql_values import (
     DECIMAL, DOUBLE, INTEGER, SparqlError, Unsupported, arithmetic, canonical, compare, ebv,
     equal, native,
 )

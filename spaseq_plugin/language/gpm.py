@@ -4,7 +4,7 @@ A GPM body is a SPARQL 1.1 group graph pattern.  pyoxigraph checks its
 syntax (its errors are mapped back to the query's line and column) and
 rdflib's algebra gives its structure: which variables it mentions, which it
 can bind, which its FILTERs read, which KB graphs it names.  Nothing here
-evaluates a pattern; evaluators (``gpm_oxigraph`` and later ones) do.
+evaluates a pattern; the evaluators (:mod:`spaseq_plugin.evaluators`) do.
 """
 
 from __future__ import annotations
@@ -16,8 +16,8 @@ import pyoxigraph as ox
 from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import URIRef, Variable
 
-from .errors import QueryError
-from .rdflib_terms import prepare_sparql, unalias
+from ..errors import QueryError
+from ..rdflib_terms import prepare_sparql, unalias
 from .syntax import GpmDef, Pos, Query
 
 _OXIGRAPH_ERROR = re.compile(r"error at (\d+):(\d+): (.*)", re.S)
@@ -86,7 +86,7 @@ def analyse_gpm(query: Query, gdef: GpmDef, stream_iris: frozenset[str]) -> GpmP
 
 
 def _check_syntax(prologue: str, gdef: GpmDef) -> None:
-    from .plugins import sparql_functions
+    from ..plugins import sparql_functions
     header = prologue + " SELECT * WHERE {"
     try:
         ox.Store().query(header + gdef.body + "\n}", custom_functions=sparql_functions() or None)

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .events import Time
+from ..events import Time
 from .gpm import GpmPattern
 from .syntax import STRATEGY_NAMES
 

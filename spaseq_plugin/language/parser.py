@@ -1,4 +1,4 @@
-"""Query text -> :class:`~spaseq_plugin.syntax.Query`.
+"""Query text -> :class:`~spaseq_plugin.language.syntax.Query`.
 
 lark parses the SPASEQ skeleton (``spaseq.lark``); GPM bodies and CONSTRUCT
 templates are kept as source text for SPARQL.  Syntax errors become
@@ -15,8 +15,8 @@ from importlib import resources
 import lark
 from lark import Token, Tree
 
-from .errors import QueryError
-from .events import as_time
+from ..errors import QueryError
+from ..events import as_time
 from .syntax import (
     TIME_UNITS, Aggregate, Conjunction, Disjunction, GpmDef, GpmRef, Pos, Query,
     Sequence, StreamDecl, Window,

@@ -8,9 +8,9 @@ from typing import IO
 
 import pyoxigraph as ox
 
-from .events import PROV_GENERATED_AT, format_time, time_literal
-from .hookspecs import hookimpl
-from .results import Result, term_to_json
+from ..events import PROV_GENERATED_AT, format_time, time_literal
+from ..hookspecs import ResultSink, hookimpl
+from ..runtime.results import Result, term_to_json
 
 FORMATS = ("jsonl", "csv", "tsv", "json", "trig")
 
@@ -111,7 +111,6 @@ class TrigWriter(Writer):
 
 @hookimpl
 def spaseq_result_sinks():
-    from .plugins import ResultSink
     descriptions = {"jsonl": "JSON lines: {time, bindings} per result", "csv": "SPARQL 1.1 CSV results plus time",
                     "tsv": "SPARQL 1.1 TSV results plus ?time", "json": "SPARQL 1.1 JSON results document",
                     "trig": "CONSTRUCT results as TriG graph events"}

@@ -26,7 +26,7 @@ or in the API's ``options`` dict: ``retries``, ``backoff``, ``max_backoff``,
 
 Callbacks: ``--sink callback:MODULE:FUNCTION``
 ----------------------------------------------
-Calls a Python function with each :class:`~spaseq_plugin.results.Result`
+Calls a Python function with each :class:`~spaseq_plugin.runtime.results.Result`
 (or, with the option ``as_json``, with its JSON object as above).  From the
 API, pass the function itself: ``result_sink("callback").open(function,
 variables, {})`` or ``CallbackSink(function)``.
@@ -44,9 +44,9 @@ import urllib.request
 from collections.abc import Callable
 from urllib.parse import parse_qsl, urldefrag, urlsplit
 
-from .errors import SpaseqError
-from .hookspecs import hookimpl
-from .output import JsonLinesWriter
+from ..errors import SpaseqError
+from ..hookspecs import ResultSink, hookimpl
+from .formats import JsonLinesWriter
 
 __all__ = ["CallbackSink", "WebhookSink", "open_callback_sink", "open_webhook_sink", "result_json"]
 
@@ -233,7 +233,6 @@ def open_callback_sink(target, variables, options: dict) -> CallbackSink:
 
 @hookimpl
 def spaseq_result_sinks():
-    from .plugins import ResultSink
     return [
         ResultSink("webhook", open_webhook_sink,
                    "webhook:URL: POST each result as JSON (retries with backoff)", file_like=False),

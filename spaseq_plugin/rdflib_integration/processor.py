@@ -36,7 +36,7 @@ SELECT gives a ``SELECT`` Result whose rows are the matches, in match-time
 order.  ``result.bindings`` is a :class:`MatchRows` list: besides the rows it
 has ``match_times`` (aligned with the rows: ``int``/``Decimal`` seconds, or
 ``datetime`` in UTC for ``xsd:dateTime`` input), ``results`` (the engine's
-:class:`~spaseq_plugin.results.Result` objects, with the events of each
+:class:`~spaseq_plugin.runtime.results.Result` objects, with the events of each
 match), ``rejections`` and ``warnings``.  ``time_var="time"`` also projects
 the match time as an extra first variable, so that serialisations show it.
 
@@ -58,15 +58,15 @@ import pyoxigraph as ox
 from rdflib import Dataset, Graph, URIRef, Variable
 from rdflib.query import Processor
 
-from .compiler import CompiledQuery, compile_query
-from .engine import Engine
-from .errors import EventError, QueryError, SpaseqError
-from .events import Event, Time, format_time, parse_timestamp, time_literal
-from .rdflib_terms import ox_to_rdflib
-from .kb import KnowledgeBase
-from .rdflib_terms import rdflib_to_ox
-from .results import Result
-from .stores.rdflib_store import RdflibKB, to_ox
+from ..language.compiler import CompiledQuery, compile_query
+from ..runtime.engine import Engine
+from ..errors import EventError, QueryError, SpaseqError
+from ..events import Event, Time, format_time, parse_timestamp, time_literal
+from ..rdflib_terms import ox_to_rdflib
+from ..kb import KnowledgeBase
+from ..rdflib_terms import rdflib_to_ox
+from ..runtime.results import Result
+from ..stores.rdflib_store import RdflibKB, to_ox
 
 __all__ = [
     "MatchRows", "PROV_GENERATED_AT_TIME", "SPASEQ_NS", "SPASEQ_STREAM", "SpaseqProcessor",
@@ -386,7 +386,7 @@ def _as_kb(kb) -> tuple[KnowledgeBase, bool]:
     if isinstance(kb, Graph):
         return RdflibKB(kb), False
     if isinstance(kb, ox.Store):
-        from .stores.oxigraph import OxigraphKB
+        from ..stores.oxigraph import OxigraphKB
         return OxigraphKB(kb), False
     if isinstance(kb, str):
         return KnowledgeBase.from_specs([kb]), True
@@ -398,7 +398,7 @@ def _as_kb(kb) -> tuple[KnowledgeBase, bool]:
 
 def _kb_from_graphs(graphs: list[Graph]) -> KnowledgeBase:
     """An in-memory Oxigraph KB holding copies of rdflib named graphs."""
-    from .stores.oxigraph import OxigraphKB
+    from ..stores.oxigraph import OxigraphKB
     store = ox.Store()
     store.extend(_quads(graphs))
     kb = OxigraphKB(store)

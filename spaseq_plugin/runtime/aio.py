@@ -2,7 +2,7 @@
 
 >>> import asyncio
 >>> from spaseq_plugin import Engine
->>> from spaseq_plugin.aio import run_async
+>>> from spaseq_plugin.runtime.aio import run_async
 >>> from spaseq_plugin.events import Event
 >>> import pyoxigraph as ox
 >>> engine = Engine('''PREFIX : <http://example/>
@@ -37,8 +37,8 @@ import concurrent.futures
 import os
 from collections.abc import AsyncIterable, AsyncIterator, Iterable
 
-from .errors import EventError
-from .events import Event, Time
+from ..errors import EventError
+from ..events import Event, Time
 from .results import Result
 
 __all__ = ["aiter_blocking", "merge_async", "open_source_async", "reorder_async", "run_async"]
@@ -110,7 +110,7 @@ async def run_async(engine, events, *, close: bool = True) -> AsyncIterator[Resu
 def open_source_async(location: str, stream_iri: str) -> AsyncIterator[Event | EventError]:
     """A stream source by location, read in a worker thread: ``-`` (stdin),
     ``tcp://...``, ``mqtt://...``, ``stdin:FORMAT``, or a file path."""
-    from .plugins import registry, stream_source
+    from ..plugins import registry, stream_source
     if location == "-":
         scheme, rest = "stdin", ""
     else:
@@ -144,7 +144,7 @@ async def merge_async(*sources) -> AsyncIterator[Event | EventError]:
 
 async def reorder_async(events: AsyncIterable, lateness: Time | float | str) -> AsyncIterator[Event | EventError]:
     """:func:`spaseq_plugin.streams.reorder.reorder` for an async iterable."""
-    from .streams.reorder import ReorderBuffer
+    from ..streams.reorder import ReorderBuffer
     buffer = ReorderBuffer(lateness)
     async for item in _as_async(events):
         for out in buffer.push(item):

@@ -31,15 +31,15 @@ from typing import Callable, Iterable, Iterator
 
 import pyoxigraph as ox
 
-from .compiler import CompiledQuery, compile_query
-from .errors import EventError
-from .events import Event, Time, as_time
-from .gpm_oxigraph import GpmEvaluator
-from .gpm_spectra import SpectraEvaluator
-from .kb import KnowledgeBase
-from .plugins import call_started, call_stopped
+from ..language.compiler import CompiledQuery, compile_query
+from ..errors import EventError
+from ..events import Event, Time, as_time
+from ..evaluators.protocol import GpmEvaluator
+from ..evaluators.spectra import SpectraEvaluator
+from ..kb import KnowledgeBase
+from ..plugins import call_started, call_stopped
 from .results import Projector, Result
-from .runtime import Match, Runtime
+from .nfa_runtime import Match, Runtime
 
 
 @dataclass
@@ -205,7 +205,7 @@ def query_warnings(compiled: CompiledQuery, kb: KnowledgeBase | None) -> list[st
 
 def _as_triples(data) -> tuple[ox.Triple, ...]:
     if hasattr(data, "triples") and hasattr(data, "namespace_manager"):   # an rdflib Graph
-        from .rdflib_terms import rdflib_to_ox
+        from ..rdflib_terms import rdflib_to_ox
         return tuple(ox.Triple(rdflib_to_ox(s), rdflib_to_ox(p), rdflib_to_ox(o))
                      for s, p, o in data)
     return tuple(data)

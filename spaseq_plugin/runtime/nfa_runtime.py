@@ -82,12 +82,12 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from .compiler import CompiledQuery
-from .events import Event, Time
-from .gpm import GpmPattern
-from .gpm_oxigraph import GpmEvaluator, Solution, Term
-from .nfa import CONJUNCTION, DISJUNCTION, AtomMatcher, Edge, State
-from .syntax import NEXT, STRICT
+from ..language.compiler import CompiledQuery
+from ..events import Event, Time
+from ..language.gpm import GpmPattern
+from ..evaluators.protocol import GpmEvaluator, Solution, Term
+from ..language.nfa import CONJUNCTION, DISJUNCTION, AtomMatcher, Edge, State
+from ..language.syntax import NEXT, STRICT
 
 @dataclass(frozen=True, slots=True)
 class Probe:

@@ -14,11 +14,11 @@ from dataclasses import dataclass
 import pyoxigraph as ox
 from rdflib.term import BNode, Variable
 
-from .compiler import CompiledQuery
-from .events import Event, Time
-from .gpm_oxigraph import Term
-from .runtime import Match
-from .syntax import Aggregate
+from ..language.compiler import CompiledQuery
+from ..events import Event, Time
+from ..evaluators.protocol import Term
+from .nfa_runtime import Match
+from ..language.syntax import Aggregate
 
 _MATCH_GRAPH = "urn:spaseq:match:"
 

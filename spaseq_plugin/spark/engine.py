@@ -52,14 +52,14 @@ from typing import Callable, Iterable, Iterator
 
 import pyoxigraph as ox
 
-from ..compiler import CompiledQuery, compile_query
-from ..engine import Engine, RunStats
+from ..language.compiler import CompiledQuery, compile_query
+from ..runtime.engine import Engine, RunStats
 from ..errors import EventError, SpaseqError
 from ..events import Event, Time
-from ..gpm_spectra import SpectraEvaluator
+from ..evaluators.spectra import SpectraEvaluator
 from ..kb import KnowledgeBase, _scheme, split_graph_spec
-from ..results import Result
-from ..runtime import Match, distinct_placement, partition_keys
+from ..runtime.results import Result
+from ..runtime.nfa_runtime import Match, distinct_placement, partition_keys
 from ..streams.files import (DONE_MEMORY, nquads_spans, read_manifest, read_ntriples_chunks, read_stream_file,
                              stream_file_paths)
 from .session import spark_session, task_failure

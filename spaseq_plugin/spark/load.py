@@ -8,7 +8,8 @@
 
 From Python::
 
-    from spaseq_plugin.kb_commands import RejectsFile, expand_inputs, open_loader
+    from spaseq_plugin.cli.kb_commands import open_loader
+    from spaseq_plugin.stores.loading import RejectsFile, expand_inputs
     from spaseq_plugin.spark.load import spark_load
     loader = open_loader("oxigraph:kb-store")
     try:
@@ -21,8 +22,8 @@ The stages:
 1. *read+parse*: Spark's text input reads N-Triples and N-Quads files (plain
    and ``.bz2`` files in parallel splits, a ``.gz`` file in one task) and each
    partition is parsed by pyoxigraph in chunks of lines exactly as the
-   in-process loader does (:func:`~spaseq_plugin.kb_commands.parse_lines`,
-   :class:`~spaseq_plugin.kb_commands.QuadRewriter`): the same blank node
+   in-process loader does (:func:`~spaseq_plugin.stores.loading.parse_lines`,
+   :class:`~spaseq_plugin.stores.loading.QuadRewriter`): the same blank node
    names, the same rejects, the same ``--graph`` and ``--only-for``.  Turtle,
    TriG and RDF/XML cannot be split: each such file is parsed whole in one
    task, and a syntax error in one stops the load before the store is written.
@@ -57,7 +58,7 @@ from typing import Callable, Iterator
 import pyoxigraph as ox
 
 from ..errors import SpaseqError
-from ..kb_commands import (BATCH, LINE_FORMATS, KeepFilter, LoadStats, QuadRewriter, RdfFileReader, Reject,
+from ..stores.loading import (BATCH, LINE_FORMATS, KeepFilter, LoadStats, QuadRewriter, RdfFileReader, Reject,
                            RejectsFile, parse_lines)
 from ..stores.oxigraph import rdf_format
 from .session import spark_session
@@ -71,7 +72,7 @@ PROGRESS_SECONDS = 10.0
 def spark_load(files: list[str], loader, *, graph: str | None = None, keep: KeepFilter | None = None,
                rejects: RejectsFile, master: str | None = None, work_dir: str | None = None,
                say: Callable[[str], None] = lambda text: None) -> LoadStats:
-    """Load ``files`` into ``loader`` (:func:`~spaseq_plugin.kb_commands.open_loader`) through
+    """Load ``files`` into ``loader`` (:func:`~spaseq_plugin.cli.kb_commands.open_loader`) through
     Spark; rejected lines go to ``rejects``.  ``work_dir``: where the part files go for the
     time of the load (default: the system's temporary directory)."""
     stats = LoadStats(files=len(files))

@@ -107,7 +107,7 @@ def materialize(query: str, dumps: list[str], out: str, master: str | None = Non
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 
-    from ..compiler import compile_query
+    from ..language.compiler import compile_query
     from .session import spark_session
 
     started = time.monotonic()
@@ -234,7 +234,7 @@ def _as_oxigraph_stores(s, p, o, g):
     no type hints: PySpark would read them as a pandas UDF's)."""
     import pyoxigraph as ox
 
-    from spaseq_plugin.sparql_values import canonical
+    from spaseq_plugin.evaluators.sparql_values import canonical
     quad = next(ox.parse(f"{s} {p} {o} {g} .".encode(), ox.RdfFormat.N_QUADS))
     return str(quad.subject), str(quad.predicate), str(canonical(quad.object)), str(quad.graph_name)
 

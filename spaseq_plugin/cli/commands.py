@@ -15,21 +15,21 @@ import sys
 import time
 from typing import IO
 
-from . import __version__
-from .compiler import CompiledQuery, compile_query
-from .engine import Engine, query_warnings
-from .errors import EventError, QueryError, SpaseqError
-from .events import as_time, datetime_seconds, format_time
-from .gpm_spectra import SpectraEvaluator
-from .bench import add_bench_parser
-from .kb import KnowledgeBase
+from .. import __version__
+from ..language.compiler import CompiledQuery, compile_query
+from ..runtime.engine import Engine, query_warnings
+from ..errors import EventError, QueryError, SpaseqError
+from ..events import as_time, datetime_seconds, format_time
+from ..evaluators.spectra import SpectraEvaluator
+from ..bench.runner import add_bench_parser
+from ..kb import KnowledgeBase
 from .kb_commands import add_kb_parser
-from .nfa import automaton_svg
-from .output import FORMATS
-from .plugins import call_configure, plugin_list, registry, result_sink, stream_source
-from .streams.files import merge_streams, read_manifest_streams
-from .streams.reorder import merge_arrival, parse_lateness, reorder
-from .streams.replay import parse_rate, replay
+from ..language.nfa import automaton_svg
+from ..output.formats import FORMATS
+from ..plugins import call_configure, plugin_list, registry, result_sink, stream_source
+from ..streams.files import merge_streams, read_manifest_streams
+from ..streams.reorder import merge_arrival, parse_lateness, reorder
+from ..streams.replay import parse_rate, replay
 
 
 class UsageError(SpaseqError):
@@ -309,7 +309,7 @@ def _run(args) -> int:
 
 def _spark_run(args, compiled: CompiledQuery, query_text: str, kb_specs: list[str], start, on_reject):
     """The Spark evaluation of archived stream files (``--engine spark``)."""
-    from .spark.engine import SparkRun, archived_sources
+    from ..spark.engine import SparkRun, archived_sources
     live = [flag for flag, value in (("--rate", args.rate), ("--lateness", args.lateness),
                                      ("--max-events", args.max_events), ("--idle-timeout", args.idle_timeout))
             if value is not None]
@@ -388,6 +388,3 @@ class _Progress:
         if self.enabled and self.shown:
             sys.stderr.write("\n")
 
-
-if __name__ == "__main__":
-    sys.exit(main())

@@ -1,0 +1,2 @@
+"""The ``spaseq`` command line: ``main`` (run, explain, plugins, bench) and
+``kb_commands`` (kb load, kb query)."""

@@ -1,0 +1,2 @@
+"""rdflib integration: ``Graph.query(text, processor="spaseq")`` (``processor``,
+registered under rdflib's ``rdf.plugins.queryprocessor`` entry point)."""
