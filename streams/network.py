@@ -62,6 +62,7 @@ option is an error.
 from __future__ import annotations
 
 import itertools
+import os
 import queue
 import re
 import select
@@ -530,26 +531,37 @@ class StdinSource(LiveSource):
                             base=Path.cwd().as_uri() + "/")
         try:
             fd = f.fileno()
+            select.select([fd], [], [], 0)
         except (AttributeError, OSError, ValueError):
             fd = None
         read = getattr(f, "read1", None) or f.read
 
         def chunks() -> Iterator[bytes]:
+            # A file descriptor is waited on with select, a slice of time at a time, and
+            # read with os.read: a blocked read could not see the stop flag, and a thread
+            # blocked inside a buffered file object at exit aborts the interpreter.
             self.connected.set()
             while not self.stopping:
                 if fd is not None:
-                    try:
-                        waiting = select.select([fd], [], [], 0)[0]
-                    except (OSError, ValueError):
-                        waiting = True
-                    if not waiting:
+                    if not select.select([fd], [], [], 0)[0]:
                         reader.idle()
-                data = read(_READ_BYTES)
+                        while not self.stopping and not select.select([fd], [], [], _POLL)[0]:
+                            pass
+                        if self.stopping:
+                            return
+                    data = os.read(fd, _READ_BYTES)
+                else:
+                    data = read(_READ_BYTES)
                 if not data:
                     return
                 yield data
 
         reader.run(chunks(), self.emit)
+
+    def _closing(self) -> None:
+        thread = self._thread
+        if thread is not None and thread is not threading.current_thread():
+            thread.join(timeout=4 * _POLL)      # it sees the stop flag within _POLL
 
 
 def open_stdin(location: str, stream: str, *, fileobj=None, report=None) -> StdinSource:
