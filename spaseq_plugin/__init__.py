@@ -10,7 +10,7 @@ through the hooks of :mod:`.hookspecs` (``docs/architecture.md``).
 
 from importlib.metadata import PackageNotFoundError, version
 
-from .errors import EventError, QueryError, SpaseqError
+from .errors import EventError, LimitError, QueryError, SpaseqError, UsageError
 from .events import Event
 from .hookspecs import KbStore, ResultSink, StreamSource, hookimpl
 from .kb import KnowledgeBase
@@ -25,6 +25,7 @@ except PackageNotFoundError:        # run from a source tree that is not install
     __version__ = "0+unknown"
 
 __all__ = [
-    "CompiledQuery", "Engine", "Event", "EventError", "KbStore", "KnowledgeBase", "QueryError", "RdflibKB",
-    "Result", "ResultSink", "RunStats", "SpaseqError", "StreamSource", "compile_query", "hookimpl",
+    "CompiledQuery", "Engine", "Event", "EventError", "KbStore", "KnowledgeBase", "LimitError", "QueryError",
+    "RdflibKB", "Result", "ResultSink", "RunStats", "SpaseqError", "StreamSource", "UsageError", "compile_query",
+    "hookimpl",
 ]

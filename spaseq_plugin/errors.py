@@ -1,4 +1,12 @@
-"""Errors users see: every one carries the position that explains it."""
+"""Errors users see: every one carries the position that explains it.
+
+The command line's exit status follows the class: ``QueryError`` and
+``UsageError`` 2, ``LimitError`` 3, any other error 1 (README, "Exit status").
+"""
+
+from __future__ import annotations
+
+import contextlib
 
 
 class SpaseqError(Exception):
@@ -29,3 +37,41 @@ class EventError(SpaseqError):
         self.message = message
         self.position = position
         super().__init__(f"{position}: {message}" if position else message)
+
+
+class UsageError(SpaseqError):
+    """A command-line argument or API option that cannot be used: a file that
+    does not exist or cannot be written, a value out of range, an optional
+    dependency that is not installed.  The message names the argument; the
+    command exits with status 2."""
+
+
+class LimitError(SpaseqError):
+    """A documented limit was reached (a cap on runs, on memory, on time...).
+    The message names the limit and the flag that raises it; the command
+    exits with status 3."""
+
+
+@contextlib.contextmanager
+def as_usage_error(label: str, values: tuple[str, ...] = ()):
+    """Errors met while opening what an argument names become usage errors naming it:
+    ``--output out/x.csv: No such file or directory``.  A message that starts with one
+    of ``values`` (``kb.ttl: ...``) follows the label: ``--kb kb.ttl: ...``."""
+    try:
+        yield
+    except (QueryError, LimitError):
+        raise
+    except OSError as e:
+        strerror = e.strerror or str(e)
+        shown = e.filename if e.filename is not None and str(e.filename) not in label else None
+        raise UsageError(_labelled(label, f"{shown}: {strerror}" if shown else strerror, values)) from None
+    except (SpaseqError, ValueError) as e:
+        raise UsageError(_labelled(label, str(e), values)) from None
+
+
+def _labelled(label: str, message: str, values: tuple[str, ...]) -> str:
+    if not label or message.startswith("--"):       # it names its argument already
+        return message
+    if any(message.startswith(f"{value}:") for value in values):
+        return f"{label} {message}"
+    return f"{label}: {message}"

@@ -44,8 +44,9 @@ import sys
 import time
 from typing import IO
 
-from ..errors import QueryError, SpaseqError
+from ..errors import QueryError, SpaseqError, UsageError, as_usage_error
 from ..stores.materialized import FORMAT, MANIFEST, GraphBlock, graph_blocks
+from .session import require_pyspark
 
 DUMP_SUFFIXES = (".nq", ".nt", ".nq.gz", ".nt.gz")
 
@@ -93,8 +94,9 @@ def cmd_materialize(args, err: IO[str] | None = None) -> int:
         with open(args.query, encoding="utf-8") as f:
             text = f.read()
     except OSError as e:
-        raise SpaseqError(f"cannot read query {args.query}: {e.strerror or e}") from None
-    manifest = materialize(text, args.dump, args.out, args.spark_master, say, query_name=args.query)
+        raise UsageError(f"cannot read query {args.query}: {e.strerror or e}") from None
+    with as_usage_error(""):            # bad dumps, an --out that is not ours: the messages name them
+        manifest = materialize(text, args.dump, args.out, args.spark_master, say, query_name=args.query)
     tables = len(manifest["blocks"])
     say(f"wrote {tables} block table{'s' * (tables != 1)} and {MANIFEST} to {args.out} "
         f"in {manifest['seconds']:.1f} s")
@@ -104,6 +106,7 @@ def cmd_materialize(args, err: IO[str] | None = None) -> int:
 def materialize(query: str, dumps: list[str], out: str, master: str | None = None,
                 say=lambda text: None, query_name: str = "") -> dict:
     """Write the tables of ``query``'s GRAPH blocks over ``dumps`` into ``out``; the manifest."""
+    require_pyspark("spaseq kb materialize")
     from py4j.protocol import Py4JError
     from pyspark.errors import PySparkException
 

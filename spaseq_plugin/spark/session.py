@@ -6,6 +6,15 @@ old) to a JDK 17+ found under the usual places, and ``PYSPARK_PYTHON`` to
 the running interpreter, before the JVM starts.  Starting a session costs
 seconds, so it is made once and shared; asking for another master (the
 bench compares ``local[1]`` with ``local[2]``) replaces it.
+
+Spark's own logging is limited to errors (``log4j2.properties``, which also
+gives PySpark's gateway logger a level, so that Spark does not announce
+its default log level as a shell does).  The JVM itself prints
+``WARNING: Using incubator modules`` before any logging starts: the JVM's
+standard error goes through :func:`_forward_stderr`, which drops that line.
+
+PySpark is an optional dependency (``pip install 'spaseq-plugin[spark]'``):
+:func:`require_pyspark` says how to install it (a ``UsageError``, exit 2).
 """
 
 from __future__ import annotations
@@ -15,10 +24,14 @@ import os
 import re
 import subprocess
 import sys
+import threading
 
-from ..errors import SpaseqError
+from ..errors import SpaseqError, UsageError
 
 DEFAULT_MASTER = "local[*]"
+INSTALL_SPARK = "pip install 'spaseq-plugin[spark]'"
+# JVM output that is no news to a user (the JVM writes it before logging is set up)
+_JVM_BANNER = re.compile(rb"^WARNING: Using incubator modules: ")
 JVM_DIRS = ("/usr/lib/jvm/*", "/usr/local/lib/jvm/*", "/opt/java/*", "/opt/jdk*",
             "/Library/Java/JavaVirtualMachines/*/Contents/Home")
 
@@ -31,6 +44,14 @@ def spark_master(requested: str | None = None) -> str:
     return requested or os.environ.get("SPARK_MASTER") or DEFAULT_MASTER
 
 
+def require_pyspark(what: str) -> None:
+    """Raise a UsageError saying how to install PySpark, which ``what`` needs, when it is missing."""
+    try:
+        import pyspark  # noqa: F401
+    except ImportError:
+        raise UsageError(f"{what} needs PySpark, which is not installed: {INSTALL_SPARK}") from None
+
+
 def spark_session(master: str | None = None):
     """The shared SparkSession for ``master`` (see :func:`spark_master`)."""
     global _session, _master
@@ -38,31 +59,71 @@ def spark_session(master: str | None = None):
     if _session is not None and _master == master:
         return _session
     stop_spark()
+    require_pyspark("the Spark pipeline")
     prepare_environment()
-    try:
-        from pyspark.sql import SparkSession
-    except ImportError:
-        raise SpaseqError("the Spark pipeline needs pyspark: pip install pyspark") from None
+    from pyspark import SparkConf, SparkContext
+    from pyspark.sql import SparkSession
     cores = os.cpu_count() or 2
     if master.startswith("local"):
         os.environ.setdefault("SPARK_LOCAL_IP", "127.0.0.1")
     log_config = os.path.join(os.path.dirname(__file__), "log4j2.properties")
-    builder = (SparkSession.builder.master(master).appName("spaseq")
-               .config("spark.ui.enabled", "false")
-               .config("spark.ui.showConsoleProgress", "false")
-               .config("spark.sql.shuffle.partitions", str(max(2, 2 * cores)))
-               .config("spark.sql.adaptive.enabled", "true")
-               .config("spark.driver.memory", os.environ.get("SPASEQ_SPARK_DRIVER_MEMORY", "2g"))
-               .config("spark.python.worker.reuse", "true")
-               .config("spark.driver.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_config}")
-               .config("spark.executor.extraJavaOptions", f"-Dlog4j2.configurationFile=file:{log_config}"))
+    options = {
+        "spark.master": master, "spark.app.name": "spaseq",
+        "spark.ui.enabled": "false",
+        "spark.ui.showConsoleProgress": "false",
+        "spark.sql.shuffle.partitions": str(max(2, 2 * cores)),
+        "spark.sql.adaptive.enabled": "true",
+        "spark.driver.memory": os.environ.get("SPASEQ_SPARK_DRIVER_MEMORY", "2g"),
+        "spark.python.worker.reuse": "true",
+        "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log_config}",
+        "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log_config}",
+    }
+    builder = SparkSession.builder
+    for key, value in options.items():
+        builder = builder.config(key, value)
     try:
+        if SparkContext._gateway is None:           # the JVM starts once per process
+            conf = SparkConf(loadDefaults=False).setAll(list(options.items()))
+            SparkContext._ensure_initialized(gateway=_launch_gateway(conf))
         _session = builder.getOrCreate()
     except Exception as e:      # the JVM did not start: report why, not a Py4J traceback
         raise SpaseqError(f"cannot start Spark (master {master}): {str(e).splitlines()[0]}") from None
     _session.sparkContext.setLogLevel("ERROR")
     _master = master
     return _session
+
+
+def _launch_gateway(conf):
+    """Start Spark's JVM (as PySpark does) with its standard error read by :func:`_forward_stderr`."""
+    from pyspark.java_gateway import launch_gateway
+    read, write = os.pipe()
+    try:
+        gateway = launch_gateway(conf, popen_kwargs={"stderr": write})
+    except BaseException:
+        os.close(read)
+        raise
+    finally:
+        os.close(write)
+    threading.Thread(target=_forward_stderr, args=(read,), name="spaseq spark stderr", daemon=True).start()
+    return gateway
+
+
+def _forward_stderr(fd: int) -> None:
+    """Copy the JVM's standard error to ours, line by line, without its banner.
+    (Raw ``os`` calls: a daemon thread must hold no lock of ``sys.stderr`` at exit.)"""
+    pending = b""
+    try:
+        while chunk := os.read(fd, 1 << 16):
+            *lines, pending = (pending + chunk).split(b"\n")
+            shown = b"".join(line + b"\n" for line in lines if not _JVM_BANNER.match(line))
+            if shown:
+                os.write(2, shown)
+        if pending and not _JVM_BANNER.match(pending):
+            os.write(2, pending)
+    except OSError:
+        pass
+    finally:
+        os.close(fd)
 
 
 def task_failure(error: Exception) -> SpaseqError:
