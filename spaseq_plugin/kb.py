@@ -5,21 +5,32 @@ rdflib stores, SPARQL endpoints, third-party stores) implement
 :class:`KnowledgeBase` and are registered by URI scheme through the
 ``spaseq_kb_stores`` hook; ``--kb`` values pick them:
 
-* ``PATH`` or ``IRI=PATH``: RDF files loaded into an in-memory Oxigraph KB
-  (TriG and N-Quads keep their graph names; N-Triples and Turtle go to the
-  default graph, or to the named graph ``IRI``: semantics.md section 2);
-* ``SCHEME:LOCATION``: the backend registered for ``SCHEME``, e.g.
-  ``oxigraph:DIR``, ``rdflib:Memory``, ``sparql:http://host/sparql``.
+* ``PATH``: an RDF file loaded into an in-memory Oxigraph KB (TriG and
+  N-Quads keep their graph names; N-Triples and Turtle go to the default
+  graph, which GRAPH clauses do not see: semantics.md section 2);
+* ``IRI=PATH`` (or ``<IRI>=PATH``, needed when the IRI holds a ``=``): a
+  Turtle or N-Triples file into the named graph ``IRI``, e.g.
+  ``http://example/grid/kb=kb.ttl`` or ``urn:x:kb=kb.nt``;
+* ``SCHEME:LOCATION``, where ``SCHEME`` is the name of a registered store
+  (``spaseq plugins`` lists them): that backend, e.g. ``oxigraph:DIR``,
+  ``rdflib:Memory``, ``sparql:http://host/sparql``.
+
+:func:`parse_kb_spec` tells them apart; errors name the value
+(``kb.ttl: no such file``) and are :class:`~spaseq_plugin.errors.UsageError`.
 """
 
 from __future__ import annotations
 
+import logging
 import os
-from typing import Iterable, Iterator, Mapping
+import re
+from typing import Iterable, Iterator, Mapping, NamedTuple
 
 import pyoxigraph as ox
 
-from .errors import SpaseqError
+from .errors import SpaseqError, UsageError
+
+log = logging.getLogger(__name__)
 
 Solution = Mapping[str, object]
 
@@ -58,31 +69,77 @@ class KnowledgeBase:
     def from_specs(cls, specs: list[str]) -> "KnowledgeBase":
         """Open the KB that ``--kb`` values describe (see the module docstring)."""
         from .plugins import kb_store
-        files = [s for s in specs if not _scheme(s)]
-        backends = [s for s in specs if _scheme(s)]
-        if backends and (files or len(backends) > 1):
-            raise SpaseqError("a KB store (SCHEME:LOCATION) cannot be combined with other --kb values")
-        if backends:
-            scheme, location = backends[0].split(":", 1)
-            return kb_store(scheme).open(location)
+        parsed = [(spec, parse_kb_spec(spec)) for spec in specs]
+        stores = [spec for spec, kind in parsed if kind.store]
+        if stores and len(specs) > 1:
+            raise UsageError(f"{stores[0]}: a KB store (SCHEME:LOCATION) cannot be combined with other "
+                             "--kb values")
+        if stores:
+            kind = parsed[0][1]
+            return kb_store(kind.store).open(kind.path)
         kb = kb_store("oxigraph").open("")
-        for spec in files:
-            graph, path = split_graph_spec(spec)
-            kb.load(path, graph)
+        for spec, kind in parsed:
+            if not os.path.exists(kind.path):
+                kb.close()
+                raise UsageError(f"{spec}: {_missing(kind.path)}")
+            try:
+                kb.load(kind.path, kind.graph)
+            except SpaseqError as e:
+                kb.close()
+                raise UsageError(f"{spec}: {str(e).removeprefix(kind.path + ': ')}") from None
+            log.info("KB: loaded %s%s", kind.path, f" into <{kind.graph}>" if kind.graph else "")
         return kb
 
 
-def _scheme(spec: str) -> str | None:
-    """``oxigraph:DIR`` -> ``oxigraph``; paths, ``IRI=PATH`` and Windows drives -> None."""
-    head, sep, _ = spec.partition(":")
-    if not sep or "=" in head or "/" in head or len(head) < 2 or os.path.exists(spec):
-        return None
-    return head
+class KbSpec(NamedTuple):
+    """A ``--kb`` value: a registered ``store`` and its location (``path``), or a file
+    ``path`` and the named ``graph`` its triples go to (None: the file's own graphs)."""
+    store: str | None
+    path: str
+    graph: str | None = None
 
 
-def split_graph_spec(spec: str) -> tuple[str | None, str]:
-    """``IRI=PATH`` -> (IRI, PATH); ``PATH`` -> (None, PATH)."""
+_ABSOLUTE_IRI = re.compile(r"[A-Za-z][A-Za-z0-9+.-]*:[^\s<>\"{}|^`\\]*")
+
+
+def parse_kb_spec(spec: str) -> KbSpec:
+    """``SCHEME:LOCATION`` of a registered store, ``IRI=PATH``, ``<IRI>=PATH`` or ``PATH``
+    (an existing file of that name is always a path)."""
+    if spec.startswith("<") and not os.path.exists(spec):
+        iri, sep, path = spec[1:].partition(">=")
+        if not sep:
+            raise UsageError(f"{spec}: expected <IRI>=PATH")
+        return KbSpec(None, path, _graph_iri(iri, spec))
+    scheme = store_scheme(spec)
+    if scheme is not None:
+        return KbSpec(scheme, spec.split(":", 1)[1])
     if "=" in spec and not os.path.exists(spec):
-        graph, path = spec.split("=", 1)
-        return graph.strip("<>"), path
-    return None, spec
+        iri, path = spec.split("=", 1)
+        return KbSpec(None, path, _graph_iri(iri, spec))
+    return KbSpec(None, spec)
+
+
+def store_scheme(spec: str) -> str | None:
+    """``oxigraph:DIR`` -> ``oxigraph``: the scheme when it names a registered KB store."""
+    from .plugins import registry
+    head, sep, _ = spec.partition(":")
+    if not sep or os.path.exists(spec):
+        return None
+    return head if head in registry().stores else None
+
+
+def _graph_iri(iri: str, spec: str) -> str:
+    if not _ABSOLUTE_IRI.fullmatch(iri):
+        raise UsageError(f"{spec}: {iri!r} is not an absolute IRI (IRI=PATH loads the file PATH into the "
+                         "named graph IRI, e.g. http://example.org/kb=kb.ttl)")
+    return iri
+
+
+def _missing(path: str) -> str:
+    """Why a ``--kb`` value names nothing: no such file, or maybe a misspelt store."""
+    from .plugins import registry
+    head, sep, _ = path.partition(":")
+    if sep and len(head) > 1 and re.fullmatch(r"[A-Za-z][A-Za-z0-9+.-]*", head):
+        known = ", ".join(sorted(registry().stores))
+        return f"no such file, and no KB store is called {head!r} (the stores: {known})"
+    return "no such file"

@@ -38,9 +38,9 @@ from rdflib import ConjunctiveGraph, Dataset, Graph, URIRef
 from rdflib.graph import DATASET_DEFAULT_GRAPH_ID
 from rdflib.term import BNode, Literal
 
-from ..errors import SpaseqError
+from ..errors import QueryError, SpaseqError
 from ..hookspecs import KbStore, hookimpl
-from ..kb import KnowledgeBase, split_graph_spec
+from ..kb import KnowledgeBase, parse_kb_spec
 from ..rdflib_terms import ox_to_rdflib, rdflib_to_ox
 from .loading import BATCH, OxigraphLoader, RdfFileReader
 
@@ -112,9 +112,10 @@ class RdflibKB(KnowledgeBase):
         except SpaseqError:
             raise
         except Exception as e:
-            if type(e).__name__ in ("ParseException", "ParseSyntaxException", "ParseFatalException"):
-                raise SpaseqError(f"rdflib cannot parse the query: {e}") from None
-            if isinstance(e, (SyntaxError, ValueError, NotImplementedError)):
+            if isinstance(e, SyntaxError) or \
+                    type(e).__name__ in ("ParseException", "ParseSyntaxException", "ParseFatalException"):
+                raise QueryError(f"rdflib cannot parse the query: {e}") from None
+            if isinstance(e, (ValueError, NotImplementedError)):
                 raise SpaseqError(f"rdflib cannot run the query: {e}") from None
             raise
         finally:
@@ -209,7 +210,7 @@ def open_location(location: str) -> RdflibKB:
     if name in ("Memory", "SimpleMemory"):
         dataset = Dataset(store=name)
         if configuration:
-            graph, path = split_graph_spec(configuration)
+            _, path, graph = parse_kb_spec(configuration)
             load_rdflib_file(dataset, path, graph)
         return RdflibKB(dataset, description=f"rdflib {name} store" +
                         (f" loaded from {configuration}" if configuration else ""))

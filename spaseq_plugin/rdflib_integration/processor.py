@@ -66,7 +66,8 @@ from ..rdflib_terms import ox_to_rdflib
 from ..kb import KnowledgeBase
 from ..rdflib_terms import rdflib_to_ox
 from ..runtime.results import Result
-from ..stores.rdflib_store import RdflibKB, to_ox
+from ..stores import as_knowledge_base, knowledge_base
+from ..stores.rdflib_store import to_ox
 
 __all__ = [
     "MatchRows", "PROV_GENERATED_AT_TIME", "SPASEQ_NS", "SPASEQ_STREAM", "SpaseqProcessor",
@@ -223,7 +224,7 @@ def evaluate(graph: Graph, compiled: CompiledQuery, *, kb=None, time_var: str | 
         if untimed and any(g.uses_kb for g in compiled.gpms.values()):
             kb = own_kb = _kb_from_graphs(untimed)
     else:
-        kb, owned = _as_kb(kb)
+        kb, owned = knowledge_base(kb)
         own_kb = kb if owned else None
     try:
         engine = Engine(compiled, kb=kb, on_reject=reject, start=start)
@@ -368,33 +369,6 @@ def _default_graph(dataset: Graph) -> Graph:
 # --------------------------------------------------------------------------
 # Knowledge bases
 # --------------------------------------------------------------------------
-
-def as_knowledge_base(kb) -> KnowledgeBase:
-    """A :class:`KnowledgeBase` for what ``kb=`` accepts.
-
-    An rdflib Dataset (its named graphs are the KB's graphs), an rdflib
-    Graph, a pyoxigraph Store, a KnowledgeBase, or ``--kb`` style specs (a
-    string or a list of strings).
-    """
-    return _as_kb(kb)[0]
-
-
-def _as_kb(kb) -> tuple[KnowledgeBase, bool]:
-    """(knowledge base, whether this module opened it and must close it)."""
-    if isinstance(kb, KnowledgeBase):
-        return kb, False
-    if isinstance(kb, Graph):
-        return RdflibKB(kb), False
-    if isinstance(kb, ox.Store):
-        from ..stores.oxigraph import OxigraphKB
-        return OxigraphKB(kb), False
-    if isinstance(kb, str):
-        return KnowledgeBase.from_specs([kb]), True
-    if isinstance(kb, (list, tuple)) and all(isinstance(s, str) for s in kb):
-        return KnowledgeBase.from_specs(list(kb)), True
-    raise TypeError(f"kb must be an rdflib Graph or Dataset, a pyoxigraph Store, a KnowledgeBase "
-                    f"or --kb specs, not {type(kb).__name__}")
-
 
 def _kb_from_graphs(graphs: list[Graph]) -> KnowledgeBase:
     """An in-memory Oxigraph KB holding copies of rdflib named graphs."""

@@ -26,6 +26,7 @@ Results of a timestamp are final once a later timestamp arrives (or at
 from __future__ import annotations
 
 import dataclasses
+import logging
 from dataclasses import dataclass, field
 from typing import Callable, Iterable, Iterator
 
@@ -38,8 +39,11 @@ from ..evaluators.protocol import GpmEvaluator
 from ..evaluators.spectra import SpectraEvaluator
 from ..kb import KnowledgeBase
 from ..plugins import call_started, call_stopped
+from ..stores import knowledge_base
 from .results import Projector, Result
 from .nfa_runtime import Match, Runtime
+
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -52,25 +56,29 @@ class RunStats:
     results: int = 0
     peak_runs: int = 0
     rejections: list[EventError] = field(default_factory=list)
+    ignored: int = 0                    # events of streams the query does not read
 
 
 class Engine:
     """One continuous SPASEQ query.
 
     ``query`` is SPASEQ text or a :class:`CompiledQuery`; ``kb`` the
-    background knowledge base for GRAPH clauses; ``on_result`` and
-    ``on_reject`` optional callbacks called with every :class:`Result` and
-    every rejected event's :class:`EventError` as they happen.
+    background knowledge base for GRAPH clauses: a :class:`KnowledgeBase`, a
+    pyoxigraph ``Store``, an rdflib ``Dataset`` or ``Graph``, or ``--kb``
+    style specs (a KB opened from specs is closed by :meth:`close`);
+    ``on_result`` and ``on_reject`` optional callbacks called with every
+    :class:`Result` and every rejected event's :class:`EventError` as they
+    happen.
     """
 
-    def __init__(self, query: str | CompiledQuery, kb: KnowledgeBase | None = None,
+    def __init__(self, query: str | CompiledQuery, kb: KnowledgeBase | object | None = None,
                  evaluator: GpmEvaluator | None = None,
                  on_result: Callable[[Result], None] | None = None,
                  on_reject: Callable[[EventError], None] | None = None,
                  start: Time | None = None):
         self.compiled = compile_query(query) if isinstance(query, str) else query
-        self.kb = kb
-        self.evaluator = evaluator or SpectraEvaluator(kb)
+        self.kb, self._own_kb = knowledge_base(kb) if kb is not None else (None, False)
+        self.evaluator = evaluator or SpectraEvaluator(self.kb)
         self.projector = Projector(self.compiled)
         self.stats = RunStats()
         self.on_result = on_result
@@ -83,6 +91,7 @@ class Engine:
         self._time: Time | None = None
         self._last_per_stream: dict[str, Time] = {}
         self._kind: bool | None = None
+        self._ignored_streams: set[str] = set()
 
     @property
     def current_time(self) -> Time | None:
@@ -118,7 +127,8 @@ class Engine:
             self.reject(EventError(problem, event.position))
             return self._drain()
         if event.stream not in self.compiled.streams:
-            return self._drain()            # not in this query's streamset
+            self._ignore(event.stream)
+            return self._drain()
         self._last_per_stream[event.stream] = event.time
         self.stats.events += 1
         self.stats.triples += len(event.triples)
@@ -141,6 +151,8 @@ class Engine:
         if not self._closed:
             self._closed = True
             call_stopped(self)
+            if self._own_kb:
+                self.kb.close()
         return self._drain()
 
     def run(self, items: Iterable[Event | EventError]) -> Iterator[Result]:
@@ -153,6 +165,14 @@ class Engine:
         yield from self.close()
 
     # -- internals ---------------------------------------------------------
+
+    def _ignore(self, stream: str) -> None:
+        """An event of a stream the query does not read: counted, and said once per stream."""
+        self.stats.ignored += 1
+        if stream not in self._ignored_streams:
+            self._ignored_streams.add(stream)
+            known = ", ".join(f"<{iri}>" for iri in sorted(self.compiled.streams))
+            log.warning("events of stream <%s> are ignored: the query reads %s", stream, known)
 
     def _check(self, event: Event) -> str | None:
         if self._kind is not None and event.is_datetime != self._kind and \
@@ -196,8 +216,14 @@ def query_warnings(compiled: CompiledQuery, kb: KnowledgeBase | None) -> list[st
     clauses the KB cannot answer."""
     out = list(compiled.warnings)
     if kb is not None:
-        for iri in kb.missing_graphs(compiled.kb_graphs):
-            out.append(f"the KB has no graph <{iri}>: GRAPH <{iri}> matches nothing")
+        missing = kb.missing_graphs(compiled.kb_graphs)
+        names = sorted(kb.graph_names()) if missing else []
+        shown = ", ".join(f"<{g}>" for g in names[:5]) + (f" and {len(names) - 5} more" if len(names) > 5 else "")
+        for iri in missing:
+            out.append(f"the KB has no graph <{iri}>, so GRAPH <{iri}> matches nothing "
+                       f"({'its named graphs: ' + shown if names else 'it has no named graph'}); "
+                       f"to load a Turtle or N-Triples file into that graph: --kb '<{iri}>=FILE' "
+                       f"(KnowledgeBase.from_specs(['<{iri}>=FILE']) in Python)")
     elif compiled.kb_graphs:
         out.append("GRAPH clauses are used but no KB is given: they match nothing")
     return out

@@ -57,7 +57,7 @@ from ..runtime.engine import Engine, RunStats
 from ..errors import EventError, SpaseqError
 from ..events import Event, Time
 from ..evaluators.spectra import SpectraEvaluator
-from ..kb import KnowledgeBase, _scheme, split_graph_spec
+from ..kb import KnowledgeBase, parse_kb_spec
 from ..runtime.results import Result
 from ..runtime.nfa_runtime import Match, distinct_placement, partition_keys
 from ..streams.files import (DONE_MEMORY, nquads_spans, read_manifest, read_ntriples_chunks, read_stream_file,
@@ -603,11 +603,9 @@ def _from_parts_of(item, paths: set[str]) -> bool:
 
 def absolute_kb_spec(spec: str) -> str:
     """A ``--kb`` value with its local path made absolute: workers have their own cwd."""
-    scheme = _scheme(spec)
+    scheme, location, graph = parse_kb_spec(spec)
     if scheme is None:
-        graph, path = split_graph_spec(spec)
-        return f"{graph}={os.path.abspath(path)}" if graph else os.path.abspath(path)
-    location = spec.split(":", 1)[1]
+        return f"<{graph}>={os.path.abspath(location)}" if graph else os.path.abspath(location)
     if scheme in ("oxigraph", "materialized") and location:
         return f"{scheme}:{os.path.abspath(location)}"
     return spec
@@ -615,7 +613,7 @@ def absolute_kb_spec(spec: str) -> str:
 
 def _stamped(spec: str) -> tuple[str, tuple]:
     """A ``--kb`` value with the modification stamp of the path it names, if local."""
-    path = spec.split(":", 1)[1] if _scheme(spec) else split_graph_spec(spec)[1]
+    path = parse_kb_spec(spec).path
     try:
         stat = os.stat(path)
     except OSError:
