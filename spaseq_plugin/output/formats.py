@@ -1,4 +1,12 @@
-"""Result writers for the command line: jsonl, csv, tsv, json, trig."""
+"""Result writers for the command line: jsonl, csv, tsv, json, trig.
+
+SELECT results go to any of them but trig; CONSTRUCT results (graphs) to
+trig and jsonl (:func:`check_format` refuses the others).  With
+``with_events`` (``--events``), each result also shows the events that made
+it, as a list of ``{"stream": IRI, "time": T, "graph": IRI}`` objects: a key
+``events`` in jsonl, a last column (or variable) ``events`` holding that list
+as JSON text in csv, tsv and json.
+"""
 
 from __future__ import annotations
 
@@ -8,11 +16,29 @@ from typing import IO
 
 import pyoxigraph as ox
 
+from ..errors import UsageError
 from ..events import PROV_GENERATED_AT, format_time, time_literal
 from ..hookspecs import ResultSink, hookimpl
 from ..runtime.results import Result, term_to_json
 
 FORMATS = ("jsonl", "csv", "tsv", "json", "trig")
+EVENTS_COLUMN = "events"
+
+
+def check_format(fmt: str, *, construct: bool, variables: list[str], with_events: bool = False) -> None:
+    """Refuse, with a UsageError, a format that cannot show a query's results."""
+    if construct and fmt in ("csv", "tsv", "json"):
+        raise UsageError(f"--format {fmt} is for SELECT queries: a CONSTRUCT query's results are graphs "
+                         "(use --format trig, or jsonl)")
+    if not construct and fmt == "trig":
+        raise UsageError("--format trig is for CONSTRUCT queries: a SELECT query's results are "
+                         "solutions (use --format jsonl, csv, tsv or json)")
+    if with_events and fmt == "trig":
+        raise UsageError("--events: TriG output holds the constructed graphs only "
+                         "(use --format jsonl to see each result's events)")
+    if with_events and fmt != "jsonl" and EVENTS_COLUMN in variables:
+        raise UsageError(f"--events: the query has a variable ?{EVENTS_COLUMN}, which the events column "
+                         "would hide (rename it, or use --format jsonl)")
 
 
 class Writer:
@@ -31,8 +57,13 @@ class Writer:
 
 
 def _events_json(result: Result) -> list[dict]:
+    """The events of a result; stream and graph are both written as plain IRIs."""
     return [{"stream": e.stream, "time": format_time(e.time, e.is_datetime),
-             **({"graph": str(e.name)} if e.name is not None else {})} for e in result.events]
+             **({"graph": _plain(e.name)} if e.name is not None else {})} for e in result.events]
+
+
+def _events_text(result: Result) -> str:
+    return json.dumps(_events_json(result), ensure_ascii=False, separators=(",", ":"))
 
 
 class JsonLinesWriter(Writer):
@@ -54,11 +85,12 @@ class DelimitedWriter(Writer):
     def __init__(self, out, variables, with_events=False, tsv: bool = False):
         super().__init__(out, variables, with_events)
         self.tsv = tsv
+        columns = ["time"] + variables + ([EVENTS_COLUMN] if with_events else [])
         if tsv:
-            out.write("\t".join(["?time"] + ["?" + v for v in variables]) + "\n")
+            out.write("\t".join("?" + c for c in columns) + "\n")
         else:
             self.csv = csv.writer(out, lineterminator="\r\n")
-            self.csv.writerow(["time"] + variables)
+            self.csv.writerow(columns)
 
     def write(self, result: Result) -> None:
         bindings = result.bindings or {}
@@ -66,9 +98,13 @@ class DelimitedWriter(Writer):
         if self.tsv:
             cells = [str(time_literal(result.time, result.is_datetime))]
             cells += [str(bindings[v]) if v in bindings else "" for v in self.variables]
+            if self.with_events:
+                cells.append(str(ox.Literal(_events_text(result))))
             self.out.write("\t".join(cells) + "\n")
         else:
             cells = [str(time)] + [_plain(bindings.get(v)) for v in self.variables]
+            if self.with_events:
+                cells.append(_events_text(result))
             self.csv.writerow(cells)
 
 
@@ -90,10 +126,13 @@ class SparqlJsonWriter(Writer):
     def write(self, result: Result) -> None:
         row = {k: term_to_json(v) for k, v in (result.bindings or {}).items()}
         row["time"] = term_to_json(time_literal(result.time, result.is_datetime))
+        if self.with_events:
+            row[EVENTS_COLUMN] = term_to_json(ox.Literal(_events_text(result)))
         self.rows.append(row)
 
     def close(self) -> None:
-        doc = {"head": {"vars": ["time"] + self.variables}, "results": {"bindings": self.rows}}
+        columns = ["time"] + self.variables + ([EVENTS_COLUMN] if self.with_events else [])
+        doc = {"head": {"vars": columns}, "results": {"bindings": self.rows}}
         json.dump(doc, self.out, ensure_ascii=False, indent=1)
         self.out.write("\n")
         super().close()

@@ -13,7 +13,7 @@ time, in order, as they are found.
 A failed POST (no connection, a timeout, HTTP 5xx, 408 or 429) is retried
 with exponential backoff: ``backoff`` seconds (0.5) doubled up to
 ``max_backoff`` (10), at most ``retries`` times (3); each retry is reported
-on standard error.  Other HTTP errors (4xx) are not retried.  When a result
+(a warning of this module's logger, on standard error from the command line).  Other HTTP errors (4xx) are not retried.  When a result
 cannot be delivered, ``on_error=stop`` (the default) raises ``SpaseqError``
 (the command stops with status 1, saying why); ``on_error=skip`` reports it,
 counts it (``failed``) and goes on with the next result.
@@ -37,7 +37,7 @@ from __future__ import annotations
 import importlib
 import io
 import json
-import sys
+import logging
 import time
 import urllib.error
 import urllib.request
@@ -58,8 +58,11 @@ def result_json(result, with_events: bool = False) -> dict:
     return json.loads(buffer.getvalue())
 
 
+log = logging.getLogger(__name__)
+
+
 def _report(message: str) -> None:
-    print(f"spaseq: {message}", file=sys.stderr, flush=True)
+    log.warning(message)
 
 
 # --------------------------------------------------------------------------
