@@ -232,7 +232,7 @@ def test_a_block_missing_from_the_manifest_stops_the_run(materialised, features,
     with pytest.raises(SpaseqError, match=r"GPM C: GRAPH <http://example/kb> \{ .* \} is not materialised in "):
         Engine(QUERY_2, kb=MaterializedKB(str(materialised)))
     assert cli.main(["run", str(features / "query2.rq"), "--stream", f"S1={features / 'events.trig'}",
-                     "--kb", f"materialized:{materialised}"]) == 1
+                     "--kb", f"materialized:{materialised}"]) == 2
     assert f"is not materialised in {materialised}" in capsys.readouterr().err
 
 
@@ -264,7 +264,7 @@ def test_bad_inputs(spark, features, tmp_path, capsys):
             ([features / "kb.trig"], tmp_path / "blocks", "kb.trig: give N-Quads or N-Triples"),
             ([tmp_path / "nowhere.nq"], tmp_path / "blocks", "nowhere.nq: no such file"),
             ([features / "kb.nq"], taken, "is a directory that 'spaseq kb materialize' did not write")]:
-        assert materialize(features / "query.rq", dumps, out) == 1
+        assert materialize(features / "query.rq", dumps, out) == 2
         assert error in capsys.readouterr().err
     with pytest.raises(SpaseqError, match="no manifest.json"):
         KnowledgeBase.from_specs([f"materialized:{taken}"])

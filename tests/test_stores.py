@@ -30,7 +30,7 @@ import rdflib
 from spaseq_plugin import Engine, Event, KnowledgeBase, SpaseqError
 from spaseq_plugin.evaluators.oxigraph import OxigraphEvaluator
 from spaseq_plugin.evaluators.spectra import SpectraEvaluator
-from spaseq_plugin.cli.kb_commands import add_kb_parser
+from spaseq_plugin.cli import commands as cli
 from spaseq_plugin.plugins import registry
 from spaseq_plugin.stores.rdflib_store import RdflibKB, load_rdflib_file
 from spaseq_plugin.stores.sparql_endpoint import SparqlEndpointKB, query_form
@@ -129,15 +129,8 @@ def kb_file(tmp_path_factory):
 
 
 def kb_cli(*argv: str, capsys=None) -> tuple[int, str, str]:
-    """``spaseq kb ...`` as cli.commands.main runs it (SpaseqError -> message and status 1)."""
-    parser = argparse.ArgumentParser(prog="spaseq")
-    add_kb_parser(parser.add_subparsers(dest="command"))
-    args = parser.parse_args(argv)
-    try:
-        status = args.func(args)
-    except SpaseqError as e:
-        print(f"spaseq: error: {e}", file=sys.stderr)
-        status = 1
+    """``spaseq kb ...`` as the command runs it: (exit status, stdout, stderr)."""
+    status = cli.main(list(argv))
     if capsys is None:
         return status, "", ""
     captured = capsys.readouterr()
@@ -419,10 +412,15 @@ def test_kb_load_files_into_named_graphs_and_report(tmp_path, capsys):
                             "--into", f"oxigraph:{store}", "--graph", "http://kb/owners", capsys=capsys)
     assert code == 0, err
     assert "a.ttl: 2 triples" in err and "b.nt: 1 triple " in err
-    assert "loaded 3 triples from 2 files" in err and "(graph <http://kb/owners>)" in err
-    code, out, err = kb_cli("kb", "load", str(tmp_path / "c.trig"), "--into", f"oxigraph:{store}",
-                            capsys=capsys)
-    assert code == 0 and "loaded 1 triple from 1 file " in err
+    assert f"oxigraph:{store} (graph <http://kb/owners>): 3 new triples from 2 files" in err
+    assert "triples: 3 read, 3 kept, 0 duplicates (in the files or already in the store), 3 new" in err
+    code, out, err = kb_cli("kb", "load", str(tmp_path / "c.trig"), str(tmp_path / "a.ttl"),
+                            "--into", f"oxigraph:{store}", capsys=capsys)
+    assert code == 0 and f"oxigraph:{store}: 3 new triples from 2 files " in err
+    code, out, err = kb_cli("kb", "load", str(tmp_path / "c.trig"), str(tmp_path / "a.ttl"),
+                            "--into", f"oxigraph:{store}", capsys=capsys)
+    assert code == 0 and f"oxigraph:{store}: 0 new triples from 2 files " in err
+    assert "triples: 3 read, 3 kept, 3 duplicates (in the files or already in the store), 0 new" in err
     kb = KnowledgeBase.from_specs([f"oxigraph:{store}"])
     assert kb.graph_names() == ["http://kb/owners", "http://kb/x"] or \
         sorted(kb.graph_names()) == ["http://kb/owners", "http://kb/x"]
@@ -433,12 +431,12 @@ def test_kb_load_bad_file_names_file_and_line(tmp_path, capsys):
     bad = tmp_path / "bad.ttl"
     bad.write_text(f"@prefix : <{EX}> .\n:a :b :c .\n:a :b \"unterminated .\n:d :e :f .\n")
     code, out, err = kb_cli("kb", "load", str(bad), "--into", f"oxigraph:{tmp_path / 's'}", capsys=capsys)
-    assert code == 1
-    assert f"spaseq: error: {bad}:3:7: Unexpected end of file (the 1 triple before it were loaded)" in err
+    assert code == 2
+    assert f"spaseq: {bad}:3:7: Unexpected end of file (the 1 triple before it were loaded)" in err
     assert "Traceback" not in err
     code, out, err = kb_cli("kb", "load", str(bad), "--into", f"rdflib:Oxigraph:{tmp_path / 's2'}",
                             capsys=capsys)
-    assert code == 1 and f"{bad}:3:7:" in err
+    assert code == 2 and f"{bad}:3:7:" in err
     dataset = rdflib.Dataset()
     with pytest.raises(SpaseqError, match=rf"{bad}:3:7: .*\(nothing was loaded\)"):
         load_rdflib_file(dataset, str(bad))
@@ -446,7 +444,7 @@ def test_kb_load_bad_file_names_file_and_line(tmp_path, capsys):
     gz = tmp_path / "broken.nt.gz"
     gz.write_bytes(b"not gzip")
     code, out, err = kb_cli("kb", "load", str(gz), "--into", f"oxigraph:{tmp_path / 's'}", capsys=capsys)
-    assert code == 1 and f"{gz}: cannot read it" in err
+    assert code == 2 and f"{gz}: cannot read it" in err
 
 
 def test_kb_load_refusals(tmp_path, capsys, kb_file):
@@ -455,14 +453,14 @@ def test_kb_load_refusals(tmp_path, capsys, kb_file):
         (["--into", "rdflib:Memory"], "lives in memory"),
         (["--into", "sparql:http://localhost:1/sparql"], "does not write to SPARQL endpoints"),
         (["--into", str(tmp_path / "plain-dir")], "give a store, e.g. oxigraph:"),
-        (["--into", "nosuch:x"], "no KB store for scheme 'nosuch'"),
+        (["--into", "nosuch:x"], "--into nosuch:x: no KB store is called 'nosuch'"),
     ]
     for extra, message in cases:
         code, out, err = kb_cli("kb", "load", kb_file, *extra, capsys=capsys)
-        assert code == 1 and message in err, (extra, err)
+        assert code == 2 and message in err, (extra, err)
     code, out, err = kb_cli("kb", "load", str(tmp_path / "missing.nt"), "--into", f"oxigraph:{tmp_path / 's'}",
                             capsys=capsys)
-    assert code == 1 and "missing.nt: no such file" in err
+    assert code == 2 and "missing.nt: no such file" in err
 
 
 @pytest.mark.parametrize("backend", ["oxigraph-disk", "rdflib-oxigraph", "rdflib-memory", "sparql-virtuoso"])
@@ -492,7 +490,7 @@ def test_kb_query_formats(backend, kbs, capsys):
     code, out, err = kb_cli("kb", "query", spec, construct, capsys=capsys)
     assert code == 0 and len(out.splitlines()) == 4 and f"<{EX}s4> <{EX}owned-by> <{EX}carol> ." in out
     code, out, err = kb_cli("kb", "query", spec, "SELECT nonsense", capsys=capsys)
-    assert code == 1 and "spaseq: error:" in err and "Traceback" not in err
+    assert code == 2 and "spaseq: " in err and "Traceback" not in err
 
 
 def test_kb_query_from_a_file_and_files_as_kb(tmp_path, kb_file, capsys):
@@ -500,7 +498,7 @@ def test_kb_query_from_a_file_and_files_as_kb(tmp_path, kb_file, capsys):
     code, out, err = kb_cli("kb", "query", kb_file, f"@{tmp_path / 'q.rq'}", "-f", "csv", capsys=capsys)
     assert code == 0 and out.splitlines() == ["n", "25"]
     code, out, err = kb_cli("kb", "query", kb_file, "@/no/such/file.rq", capsys=capsys)
-    assert code == 1 and "cannot read the query file" in err
+    assert code == 2 and "cannot read the query file" in err
 
 
 # -- an Oxigraph store another process holds open for writing ------------------------------------
@@ -540,7 +538,7 @@ def test_a_store_open_for_writing_elsewhere_is_read_read_only(held_store, refere
 
 def test_loading_into_a_store_open_for_writing_elsewhere_is_a_clear_error(held_store, kb_file, capsys):
     code, out, err = kb_cli("kb", "load", kb_file, "--into", f"oxigraph:{held_store}", capsys=capsys)
-    assert code == 1
+    assert code == 2
     assert f"the Oxigraph store at {held_store} is open for writing in another process" in err
 
 
@@ -558,14 +556,13 @@ def test_cli_run_on_a_store_open_for_writing_elsewhere(held_store, tmp_path):
 
 
 def test_cli_kb_commands_when_wired(held_store, kb_file):
-    from spaseq_plugin.cli import commands as cli
     parser = cli._parser()
     commands = next(a for a in parser._actions if isinstance(a, argparse._SubParsersAction)).choices
     if "kb" not in commands:
         pytest.skip("'spaseq kb' is not wired into spaseq_plugin.cli.commands yet (add_kb_parser)")
     p = subprocess.run([sys.executable, "-m", "spaseq_plugin", "kb", "load", kb_file, "--into",
                         f"oxigraph:{held_store}"], capture_output=True, text=True, timeout=120)
-    assert p.returncode == 1 and "is open for writing in another process" in p.stderr
+    assert p.returncode == 2 and "is open for writing in another process" in p.stderr
     assert "Traceback" not in p.stderr
     p = subprocess.run([sys.executable, "-m", "spaseq_plugin", "kb", "query", f"oxigraph:{held_store}",
                         "SELECT (COUNT(*) AS ?n) WHERE { GRAPH ?g { ?s ?p ?o } }", "-f", "csv"],

@@ -1,16 +1,34 @@
 """The ``spaseq`` command line.
 
 ``spaseq run QUERY --stream ALIAS=PATH ...`` evaluates a query over stream
-files; ``spaseq explain QUERY`` shows the compiled automaton.  Exit status:
-0 done (rejected events are counted, not fatal), 2 bad query or arguments,
-1 any other failure.  No traceback reaches the user.
+files; ``spaseq explain QUERY`` shows the compiled automaton.  No traceback
+reaches the user; the exit status follows one rule (README, "Exit status"):
+
+====  =====================================================================
+0     done (rejected events are counted in the summary, not fatal)
+2     a usage, query or input error: one line naming the argument
+3     a limit was reached (:class:`~spaseq_plugin.errors.LimitError`)
+1     anything else: a failure the command did not expect
+130   interrupted (Ctrl-C): what was read is summarised
+====  =====================================================================
+
+Library code raises :class:`~spaseq_plugin.errors.UsageError`,
+:class:`~spaseq_plugin.errors.QueryError` or :class:`LimitError`;
+:func:`~spaseq_plugin.errors.as_usage_error` turns any other error met while
+opening what an argument names (a file, a store, a source, a sink) into a
+``UsageError`` naming it.
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
+import glob
 import json
+import logging
 import os
+import re
+import stat
 import sys
 import time
 from typing import IO
@@ -18,89 +36,191 @@ from typing import IO
 from .. import __version__
 from ..language.compiler import CompiledQuery, compile_query
 from ..runtime.engine import Engine, query_warnings
-from ..errors import EventError, QueryError, SpaseqError
+from ..errors import EventError, LimitError, QueryError, SpaseqError, UsageError, as_usage_error
 from ..events import as_time, datetime_seconds, format_time
 from ..evaluators.spectra import SpectraEvaluator
 from ..bench.runner import add_bench_parser
 from ..kb import KnowledgeBase
 from .kb_commands import add_kb_parser
 from ..language.nfa import automaton_svg
-from ..output.formats import FORMATS
+from ..output.formats import FORMATS, check_format
 from ..plugins import call_configure, plugin_list, registry, result_sink, stream_source
-from ..streams.files import merge_streams, read_manifest_streams
+from ..spark.session import require_pyspark
+from ..streams.files import merge_streams, read_manifest_streams, stream_file_format
+from ..streams.network import LiveOptions, StdinSource, parse_format
 from ..streams.reorder import merge_arrival, parse_lateness, reorder
 from ..streams.replay import parse_rate, replay
 
+log = logging.getLogger(__name__)
 
-class UsageError(SpaseqError):
-    """Bad command-line arguments (exit status 2)."""
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+#: seconds between two progress lines when standard error is not a terminal
+PROGRESS_INTERVAL = 5.0
+LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
-    args = parser.parse_args(argv)
+    args = parser.parse_args(argv)          # bad syntax: argparse says so and exits with 2
+    _configure_logging(args)
     if not getattr(args, "command", None):
         parser.print_help()
-        return 2
+        return EXIT_USAGE
     try:
         call_configure({k: v for k, v in vars(args).items() if k != "func"})
         return args.func(args)
     except QueryError as e:
-        where = f"{args.query}: " if getattr(args, "query", None) else ""
-        print(f"spaseq: query error: {where}{e}", file=sys.stderr)
-        return 2
+        where = f"{args.query}: " if isinstance(getattr(args, "query", None), str) else ""
+        _error(f"query error: {where}{e}")
+        return EXIT_USAGE
     except UsageError as e:
-        print(f"spaseq: {e}", file=sys.stderr)
-        return 2
-    except SpaseqError as e:
-        print(f"spaseq: error: {e}", file=sys.stderr)
-        return 1
+        _error(str(e))
+        return EXIT_USAGE
+    except LimitError as e:
+        _error(f"limit reached: {e}")
+        return EXIT_LIMIT
     except KeyboardInterrupt:
-        print("spaseq: interrupted", file=sys.stderr)
-        return 130
-    except BrokenPipeError:
-        return 0
+        _error("interrupted")
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:                 # e.g. piped into head: the reader has what it wanted
+        _silence_stdout()
+        return EXIT_OK
+    except SpaseqError as e:
+        _error(f"error: {e}")
+        return EXIT_FAILED
     except OSError as e:
-        print(f"spaseq: error: {e}", file=sys.stderr)
-        return 1
+        _error(f"error: {_os_message(e)}")
+        return EXIT_FAILED
     except Exception as e:  # a bug: say so plainly, without a traceback
-        print(f"spaseq: internal error: {type(e).__name__}: {e} "
-              "(please report it; SPASEQ_DEBUG=1 shows the traceback)", file=sys.stderr)
+        _error(f"internal error: {type(e).__name__}: {e} "
+               "(please report it; SPASEQ_DEBUG=1 shows the traceback)")
         if os.environ.get("SPASEQ_DEBUG"):
             raise
-        return 1
+        return EXIT_FAILED
+
+
+def _error(message: str) -> None:
+    one_line = re.sub(r"\s*\n\s*", " ", message.strip())
+    print(f"spaseq: {one_line}", file=sys.stderr)
+
+
+def _silence_stdout() -> None:
+    # Python flushes stdout again at exit, which would fail on the closed pipe.
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    os.dup2(devnull, sys.stdout.fileno())
+    os.close(devnull)
+
+
+def _os_message(error: OSError) -> str:
+    """``No such file or directory: 'x'`` rather than ``[Errno 2] ...``."""
+    if error.strerror is None:
+        return str(error)
+    name = f": {error.filename}" if error.filename is not None else ""
+    return f"{error.strerror}{name}"
+
+
+class _LogFormatter(logging.Formatter):
+    """``spaseq: warning: ...``, as the command's own messages."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        kind = "" if record.levelno == logging.INFO else f"{record.levelname.lower()}: "
+        where = f"[{record.name}] " if record.levelno <= logging.DEBUG else ""
+        return f"spaseq: {kind}{where}{record.getMessage()}"
+
+
+class _StderrHandler(logging.Handler):
+    """Writes to the current ``sys.stderr`` (not the one of the handler's creation),
+    first clearing the live progress line."""
+
+    progress: "_Progress | None" = None
+
+    def emit(self, record: logging.LogRecord) -> None:
+        try:
+            if self.progress is not None:
+                self.progress.clear()
+            sys.stderr.write(self.format(record) + "\n")
+        except Exception:
+            self.handleError(record)
+
+
+_log_handler = _StderrHandler()
+_log_handler.setFormatter(_LogFormatter())
+
+
+def _configure_logging(args) -> None:
+    """``--log-level``, else ``-v`` (info) / ``-vv`` (debug), else warnings (errors with --quiet)."""
+    level = getattr(args, "log_level", None)
+    if level is None:
+        verbose = getattr(args, "verbose", 0) or 0
+        level = "debug" if verbose >= 2 else "info" if verbose else \
+            "error" if getattr(args, "quiet", False) else "warning"
+    package = logging.getLogger(__name__.split(".")[0])
+    if _log_handler not in package.handlers:
+        package.addHandler(_log_handler)
+    package.setLevel(level.upper())
+    _log_handler.progress = None
+
+
+def _add_logging_flags(parser: argparse.ArgumentParser) -> None:
+    """``-v`` and ``--log-level`` on ``spaseq`` and every subcommand (``spaseq -v run`` and
+    ``spaseq run -v`` alike: SUPPRESS keeps a subcommand from resetting the main parser's)."""
+    parser.add_argument("-v", "--verbose", action="count", default=argparse.SUPPRESS,
+                        help="say more on stderr: -v what is read and opened, -vv debugging details")
+    parser.add_argument("--log-level", choices=LOG_LEVELS, default=argparse.SUPPRESS,
+                        help="the least important messages shown (default: warning; error with --quiet)")
+    for action in parser._actions:
+        if isinstance(action, argparse._SubParsersAction):
+            for child in action.choices.values():
+                _add_logging_flags(child)
+
+
+_EPILOG = """\
+exit status: 0 done (rejected events are counted, not fatal); 2 a usage, query or input error
+(one line naming the argument); 3 a limit was reached; 1 an unexpected failure; 130 interrupted.
+
+environment: SPASEQ_DEBUG=1 shows the Python traceback of an internal error;
+SPARK_MASTER is the default --spark-master; JAVA_HOME a Java 17+ for Spark."""
 
 
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
-        prog="spaseq", description="SPASEQ: complex event processing over RDF graph streams.")
+        prog="spaseq", description="SPASEQ: complex event processing over RDF graph streams.",
+        epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--version", action="version", version=f"spaseq {__version__}")
     sub = parser.add_subparsers(dest="command")
 
     run = sub.add_parser("run", help="evaluate a query over stream files",
-                         description="Evaluate a SPASEQ query over stream files and print its results.")
+                         description="Evaluate a SPASEQ query over stream files and print its results.",
+                         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
     run.add_argument("query", help="the query file (or - for standard input)")
     run.add_argument("--stream", action="append", default=[], metavar="ALIAS=LOCATION",
                      help="the input of the stream ALIAS of FROM STREAM (or its IRI): a file (.trig, .nq, "
-                          "optionally .gz), a glob or a folder; '-' for stdin; tcp://HOST:PORT; "
+                          "optionally .gz), a glob or a folder; '-' for stdin; a pipe or device such as "
+                          "/dev/stdin or /dev/fd/3 (read as it arrives); tcp://HOST:PORT; "
                           "mqtt://HOST:PORT/TOPIC; or any SCHEME: a plugin provides; repeat for several")
     run.add_argument("--manifest", action="append", default=[], metavar="FILE",
-                     help="a stream manifest of the SPASEQ reference implementation "
-                          "(lines '<stream IRI> <file.nt> N')")
+                     help="a stream manifest of the SPASEQ reference implementation: lines "
+                          "'<stream IRI> <file.nt> N', each N-Triples file cut into events of N triples")
     run.add_argument("--kb", action="append", default=[], metavar="PATH|IRI=PATH|oxigraph:DIR",
-                     help="background knowledge base for GRAPH clauses; repeat to load several files")
+                     help="background knowledge base for GRAPH clauses: an RDF file (TriG and N-Quads keep "
+                          "their graphs), IRI=PATH (a Turtle or N-Triples file into the named graph IRI; "
+                          "<IRI>=PATH when the IRI has a '='), or a store (oxigraph:DIR, rdflib:..., "
+                          "sparql:URL; see 'spaseq plugins'); repeat to load several files")
     run.add_argument("--format", choices=FORMATS, default=None,
                      help="output format (default: jsonl for SELECT, trig for CONSTRUCT)")
     run.add_argument("--output", "-o", metavar="FILE", help="write results here instead of stdout")
     run.add_argument("--sink", action="append", default=[], metavar="NAME:LOCATION",
                      help="also send results to a sink plugin (e.g. mqtt:..., webhook:...); see 'spaseq plugins'")
-    run.add_argument("--events", action="store_true", help="jsonl: add each result's events")
+    run.add_argument("--events", action="store_true",
+                     help="add each result's events (stream, time, graph): a key in jsonl, "
+                          "a last column 'events' (JSON) in csv, tsv and json")
     run.add_argument("--dead-letter", metavar="FILE", help="write rejected events here (JSON lines)")
     run.add_argument("--start", metavar="TIME",
                      help="TUMBLING windows start here (a number or an xsd:dateTime) "
                           "instead of at the first event")
     run.add_argument("--rate", metavar="R",
-                     help="replay at R times the recorded pace (1 = real time; default: full speed)")
+                     help="replay at R times the recorded pace (1 = real time, 10 = ten times faster; "
+                          "max, the default: as fast as it can)")
     run.add_argument("--lateness", metavar="SECONDS",
                      help="reorder events arriving out of order across streams, up to this late "
                           "(e.g. 5, 500ms, 2min); later ones are rejected")
@@ -117,6 +237,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="--engine spark: cut the input into at most N pieces (default: 4 per core)")
     run.add_argument("--kb-materialized", metavar="DIR",
                      help="use GRAPH-pattern solutions materialised by 'spaseq kb materialize' as the KB")
+    run.add_argument("--progress", choices=["auto", "always", "never"], default="auto",
+                     help="auto (default): a live counter on a terminal, else a line every "
+                          f"{PROGRESS_INTERVAL:g} s on long runs; always: the same even with --quiet; never")
     run.add_argument("--quiet", "-q", action="store_true", help="no warnings, progress or summary")
     run.set_defaults(func=_run)
 
@@ -137,6 +260,7 @@ def _parser() -> argparse.ArgumentParser:
                                          "entry-point group), their versions and what they provide.")
     plugins.add_argument("--json", action="store_true", help="as JSON")
     plugins.set_defaults(func=_plugins)
+    _add_logging_flags(parser)
     return parser
 
 
@@ -164,49 +288,80 @@ def _read_query(path: str) -> str:
 
 def _explain(args) -> int:
     compiled = compile_query(_read_query(args.query))
-    for warning in compiled.warnings:
-        print(f"spaseq: warning: {warning}", file=sys.stderr)
+    kb = _open_kb(args.kb, compiled) if args.kb else None
+    for warning in (query_warnings(compiled, kb) if kb is not None else compiled.warnings):
+        log.warning(warning)
     if args.svg:
-        with open(args.svg, "w", encoding="utf-8") as f:
-            f.write(automaton_svg(compiled.automaton))
+        with as_usage_error(f"--svg {args.svg}"):
+            with open(args.svg, "w", encoding="utf-8") as f:
+                f.write(automaton_svg(compiled.automaton))
     if args.dot:
         print(compiled.automaton.to_dot())
     else:
-        kb = KnowledgeBase.from_specs(args.kb) if args.kb else None
-        _check_kb(kb, compiled)
         print(compiled.explain(SpectraEvaluator(kb)))
     return 0
 
 
-def _check_kb(kb: KnowledgeBase | None, compiled: CompiledQuery) -> None:
-    """A KB that can only answer some GRAPH blocks (materialized:) says so before a run."""
-    check = getattr(kb, "check_query", None)
-    if check is not None:
-        check(compiled.gpms.values())
+def _open_kb(specs: list[str], compiled: CompiledQuery, flag: str = "--kb") -> KnowledgeBase:
+    """The KB of ``--kb`` values; a KB that can only answer some GRAPH blocks
+    (materialized:) says so here, before a run."""
+    with as_usage_error(flag, tuple(specs)):
+        kb = KnowledgeBase.from_specs(specs)
+        check = getattr(kb, "check_query", None)
+        if check is not None:
+            check(compiled.gpms.values())
+    log.info("KB: %s", getattr(kb, "description", type(kb).__name__))
+    return kb
 
 
 def _stream_sources(compiled: CompiledQuery, specs: list[str], manifests: list[str],
-                    lateness: str | None = None):
+                    lateness: str | None, opened: contextlib.ExitStack):
+    """The merged input of ``--stream`` and ``--manifest`` (each source is closed by
+    ``opened``), and the IRIs of the streams that have an input."""
     sources = []
+    fed = set()
     for spec in specs:
-        iri, path = _stream_spec(compiled, spec)
-        scheme, location = _source_scheme(path)
-        if scheme == "file" and not _exists(location):
-            raise UsageError(f"--stream {spec}: no such file {location}")
-        sources.append(stream_source(scheme).open(location, iri))
+        iri, location = _stream_spec(compiled, spec)
+        with as_usage_error(f"--stream {spec}"):
+            source = _open_source(location, iri, opened)
+        opened.callback(_close_source, source)
+        sources.append(source)
+        fed.add(iri)
     for manifest in manifests:
         if not os.path.exists(manifest):
             raise UsageError(f"--manifest {manifest}: no such file")
-        sources.extend(read_manifest_streams(manifest).values())
+        with as_usage_error(f"--manifest {manifest}"):
+            streams = read_manifest_streams(manifest)
+        for iri, source in streams.items():
+            opened.callback(_close_source, source)
+            sources.append(source)
+            fed.add(iri)
     if not sources:
         raise UsageError("no input: give --stream ALIAS=PATH (or --manifest FILE)")
     if lateness is not None:
-        try:
+        with as_usage_error(f"--lateness {lateness}"):
             allowed = parse_lateness(lateness)
-        except ValueError as e:
-            raise UsageError(f"--lateness {lateness}: {e}") from None
-        return reorder(merge_arrival(sources), allowed)
-    return merge_streams(sources)
+        return reorder(merge_arrival(sources), allowed), fed
+    return merge_streams(sources), fed
+
+
+def _unfed_warnings(compiled: CompiledQuery, fed: set[str]) -> list[str]:
+    """A FROM STREAM without input: the GPMs that read only streams without input can
+    never match (say which)."""
+    out = []
+    for alias, iri in compiled.stream_iris.items():
+        if iri in fed:
+            continue
+        blind = [g.name for g in compiled.gpms.values() if iri in g.streams and not g.streams & fed]
+        what = f"GPM {', '.join(blind)} can never match" if blind else "every GPM on it reads another stream too"
+        out.append(f"stream {alias} <{iri}> has no input (no --stream {alias}=...): {what}")
+    return out
+
+
+def _close_source(source) -> None:
+    close = getattr(source, "close", None)
+    if close is not None:
+        close()
 
 
 def _stream_spec(compiled: CompiledQuery, spec: str) -> tuple[str, str]:
@@ -222,6 +377,48 @@ def _stream_spec(compiled: CompiledQuery, spec: str) -> tuple[str, str]:
     return iri, path
 
 
+def _open_source(location: str, iri: str, opened: contextlib.ExitStack):
+    """A source for one ``--stream`` location: a scheme's plugin (stdin, tcp, mqtt, ...);
+    a regular stream file, folder or glob; or a pipe or device, read as it arrives."""
+    scheme, location = _source_scheme(location)
+    if scheme != "file":
+        log.info("reading <%s> from %s:%s", iri, scheme, location)
+        return stream_source(scheme).open(location, iri)
+    kind = _file_kind(location)
+    log.info("reading <%s> from %s", iri, location)
+    if kind == "special":
+        fmt = os.path.basename(location).lower().removesuffix(".gz").rpartition(".")[2]
+        options = LiveOptions.from_query({}, location)
+        options.rdf_format = parse_format(fmt) if fmt in ("trig", "nq") else None
+        stream = opened.enter_context(open(location, "rb"))
+        return StdinSource(iri, options, stream, name=location)
+    if kind == "file":
+        try:
+            stream_file_format(location)
+        except ValueError:
+            raise UsageError(f"{location} is not a stream file: stream files are TriG (.trig) or "
+                             "N-Quads (.nq), optionally gzipped (.gz), one event per named graph") from None
+    return stream_source("file").open(location, iri)
+
+
+def _file_kind(location: str) -> str:
+    """``file``, ``folder``, ``glob`` or ``special`` (a pipe, a device, /dev/stdin...);
+    a UsageError when nothing is there."""
+    if os.path.isdir(location):
+        return "folder"
+    try:
+        mode = os.stat(location).st_mode
+    except FileNotFoundError:
+        if glob.has_magic(location):
+            if glob.glob(location):
+                return "glob"
+            raise UsageError(f"no file matches {location}") from None
+        raise UsageError(f"no such file {location}") from None
+    if stat.S_ISREG(mode) and not location.startswith(("/dev/", "/proc/")):
+        return "file"
+    return "special"
+
+
 def _source_scheme(location: str) -> tuple[str, str]:
     """``tcp://host:port`` or ``mqtt:...`` -> its scheme; ``-`` -> stdin; a path -> file."""
     if location == "-":
@@ -232,84 +429,99 @@ def _source_scheme(location: str) -> tuple[str, str]:
     return "file", location
 
 
-def _exists(path: str) -> bool:
-    import glob
-    return os.path.exists(path) or bool(glob.glob(path))
-
-
 def _run(args) -> int:
     query_text = _read_query(args.query)
     compiled = compile_query(query_text)
+    construct = compiled.query.construct is not None
+    fmt = args.format or ("trig" if construct else "jsonl")
+    variables = [v if isinstance(v, str) else v.alias for v in compiled.projection]
+    with as_usage_error(f"--format {fmt}"):
+        check_format(fmt, construct=construct, variables=variables, with_events=args.events)
+    start = _parse_start(args.start) if args.start else None
+    if args.engine == "spark":
+        require_pyspark("--engine spark")
     kb_specs = list(args.kb)
     if args.kb_materialized:
         kb_specs.append(f"materialized:{args.kb_materialized}")
-    kb = KnowledgeBase.from_specs(kb_specs) if kb_specs else None
-    start = _parse_start(args.start) if args.start else None
-    dead = open(args.dead_letter, "w", encoding="utf-8") if args.dead_letter else None
-
-    def on_reject(error: EventError) -> None:
-        if dead is not None:
-            dead.write(json.dumps({"position": error.position, "error": error.message}) + "\n")
-        if not args.quiet:
-            progress.clear()
-            print(f"spaseq: rejected event: {error}", file=sys.stderr)
-
-    if args.engine == "spark":
-        engine = spark = _spark_run(args, compiled, query_text, kb_specs, start, on_reject)
+    with contextlib.ExitStack() as opened:
+        kb = _open_kb(kb_specs, compiled, "--kb" if args.kb else "--kb-materialized") if kb_specs else None
         warnings = query_warnings(compiled, kb)
-        if kb is not None:
-            _check_kb(kb, compiled)      # here, not in every piece
-            kb.close()                   # the pieces open their own
-        results = spark.results()
-    else:
-        engine = Engine(compiled, kb=kb, start=start, on_reject=on_reject)
-        warnings = engine.warnings
-        items = _stream_sources(compiled, args.stream, args.manifest, args.lateness)
-        try:
-            items = replay(items, parse_rate(args.rate))
-        except ValueError as e:
-            raise UsageError(f"--rate {args.rate}: {e}") from None
-    if not args.quiet:
-        for warning in warnings:
-            print(f"spaseq: warning: {warning}", file=sys.stderr)
-    fmt = args.format or ("trig" if compiled.query.construct is not None else "jsonl")
-    if fmt == "trig" and compiled.query.construct is None:
-        raise UsageError("--format trig is for CONSTRUCT queries")
-    variables = [v if isinstance(v, str) else v.alias for v in compiled.projection]
-    out: IO[str] = open(args.output, "w", encoding="utf-8") if args.output else sys.stdout
-    progress = _Progress(engine, enabled=not args.quiet and sys.stderr.isatty() and args.engine == "stream")
-    started = time.perf_counter()
-    try:
+        if args.engine == "spark":
+            if kb is not None:
+                kb.close()                  # the pieces open their own
+                kb = None
+            archived = _spark_input(args, compiled)
+            if not args.manifest:
+                warnings += _unfed_warnings(compiled, {_stream_spec(compiled, spec)[0] for spec in args.stream})
+        else:
+            if kb is not None:
+                opened.callback(kb.close)
+            items, fed = _stream_sources(compiled, args.stream, args.manifest, args.lateness, opened)
+            with as_usage_error(f"--rate {args.rate}"):
+                items = replay(items, parse_rate(args.rate))
+            warnings += _unfed_warnings(compiled, fed)
+        out: IO[str] = sys.stdout
+        if args.output:
+            with as_usage_error(f"--output {args.output}"):
+                out = opened.enter_context(open(args.output, "w", encoding="utf-8"))
+        dead = None
+        if args.dead_letter:
+            with as_usage_error(f"--dead-letter {args.dead_letter}"):
+                dead = opened.enter_context(open(args.dead_letter, "w", encoding="utf-8"))
         writers = [result_sink(fmt).open(out, variables, {"with_events": args.events})]
         for spec in args.sink:
             name, _, location = spec.partition(":")
-            writers.append(result_sink(name).open(location, variables, {}))
-        if args.engine == "stream":
-            results = engine.run(progress.counting(items))
-        for result in results:
-            for writer in writers:
-                writer.write(result)
+            with as_usage_error(f"--sink {spec}"):
+                writers.append(result_sink(name).open(location, variables, {}))
+        for warning in warnings:
+            log.warning(warning)
+        progress = _Progress(args.progress if args.engine == "stream" else "never", args.quiet)
+
+        def on_reject(error: EventError) -> None:
+            if dead is not None:
+                dead.write(json.dumps({"position": error.position, "error": error.message}) + "\n")
+            if not args.quiet:
+                progress.clear()
+                print(f"spaseq: rejected event: {error}", file=sys.stderr)
+
+        if args.engine == "spark":
+            engine = _spark_run(args, compiled, query_text, archived, kb_specs, start, on_reject)
+        else:
+            engine = progress.engine = Engine(compiled, kb=kb, start=start, on_reject=on_reject)
+            for gpm in compiled.gpms.values():
+                log.debug("GPM %s on %s: %s", gpm.name, ", ".join(sorted(gpm.streams)),
+                          engine.evaluator.describe(gpm))
+        started = time.perf_counter()
+        interrupted = False
+        try:
+            results = engine.run(progress.counting(items)) if args.engine == "stream" else engine.results()
+            for result in results:
+                for writer in writers:
+                    writer.write(result)
+        except KeyboardInterrupt:
+            interrupted = True
+        finally:
+            progress.done()
         for writer in writers:
             writer.close()
-    finally:
-        if out is not sys.stdout:
-            out.close()
-        if dead is not None:
-            dead.close()
-    progress.done()
     if not args.quiet:
-        s = engine.stats
-        elapsed = time.perf_counter() - started
-        rate = s.events / elapsed if elapsed > 0 else 0
-        print(f"spaseq: {s.events} events ({s.triples} triples) in {elapsed:.2f} s, "
-              f"{rate:,.0f} events/s; {s.rejected} rejected; {s.matches} matches, "
-              f"{s.results} results; peak {s.peak_runs} active runs", file=sys.stderr)
-    return 0
+        _summary(engine, time.perf_counter() - started, interrupted)
+    return EXIT_INTERRUPTED if interrupted else EXIT_OK
 
 
-def _spark_run(args, compiled: CompiledQuery, query_text: str, kb_specs: list[str], start, on_reject):
-    """The Spark evaluation of archived stream files (``--engine spark``)."""
-    from ..spark.engine import SparkRun, archived_sources
+def _summary(engine, elapsed: float, interrupted: bool) -> None:
+    s = engine.stats
+    rate = s.events / elapsed if elapsed > 0 else 0
+    ignored = getattr(s, "ignored", 0)
+    print(f"spaseq: {'interrupted after ' if interrupted else ''}{s.events} events ({s.triples} triples) "
+          f"in {elapsed:.2f} s, {rate:,.0f} events/s; {s.rejected} rejected; "
+          + (f"{ignored} of streams the query does not read; " if ignored else "")
+          + f"{s.matches} matches, {s.results} results; peak {s.peak_runs} active runs", file=sys.stderr)
+
+
+def _spark_input(args, compiled: CompiledQuery):
+    """The archived stream files of ``--engine spark`` (checked before Spark starts)."""
+    from ..spark.engine import archived_sources
     live = [flag for flag, value in (("--rate", args.rate), ("--lateness", args.lateness),
                                      ("--max-events", args.max_events), ("--idle-timeout", args.idle_timeout))
             if value is not None]
@@ -320,20 +532,23 @@ def _spark_run(args, compiled: CompiledQuery, query_text: str, kb_specs: list[st
     streams = []
     for spec in args.stream:
         name, location = _stream_spec(compiled, spec)
-        if _source_scheme(location)[0] != "file":
-            raise UsageError(f"--stream {spec}: --engine spark reads archived stream files, not live sources")
-        if not _exists(location):
-            raise UsageError(f"--stream {spec}: no such file {location}")
+        with as_usage_error(f"--stream {spec}"):
+            if _source_scheme(location)[0] != "file" or _file_kind(location) == "special":
+                raise UsageError(f"--stream {spec}: --engine spark reads archived stream files, "
+                                 "not live sources, pipes or devices")
         streams.append((name, location))
     for manifest in args.manifest:
         if not os.path.exists(manifest):
             raise UsageError(f"--manifest {manifest}: no such file")
     if not streams and not args.manifest:
         raise UsageError("no input: give --stream ALIAS=PATH (or --manifest FILE)")
-    try:
-        sources = archived_sources(compiled, streams, args.manifest)
-    except FileNotFoundError as e:
-        raise UsageError(str(e)) from None
+    with as_usage_error("--manifest" if args.manifest else "--stream"):
+        return archived_sources(compiled, streams, args.manifest)
+
+
+def _spark_run(args, compiled: CompiledQuery, query_text: str, sources, kb_specs: list[str], start, on_reject):
+    """The Spark evaluation of archived stream files (``--engine spark``)."""
+    from ..spark.engine import SparkRun
 
     def progress(text: str) -> None:
         if not args.quiet:
@@ -350,41 +565,53 @@ def _parse_start(text: str):
 
 
 class _Progress:
-    """A one-line progress display on a terminal's stderr, refreshed twice a second."""
+    """Progress on stderr (``--progress``): on a terminal, one line refreshed twice a
+    second; elsewhere (a log file, a CI job), a line every PROGRESS_INTERVAL seconds,
+    so that short runs print none."""
 
-    def __init__(self, engine: Engine, enabled: bool):
-        self.engine = engine
-        self.enabled = enabled
-        self.last = 0.0
+    def __init__(self, mode: str, quiet: bool):
+        self.engine: Engine | None = None           # set once the engine exists
+        shown = mode == "always" or (mode == "auto" and not quiet)
+        self.live = shown and sys.stderr.isatty()
+        self.enabled = shown
+        self.interval = 0.5 if self.live else PROGRESS_INTERVAL
+        self.started = time.monotonic()
+        self.next = self.started + (0 if self.live else self.interval)
         self.shown = False
+        _log_handler.progress = self
 
     def counting(self, items):
         if not self.enabled:
             yield from items
             return
-        for n, item in enumerate(items):
-            if n % 256 == 0:
+        for item in items:
+            if time.monotonic() >= self.next:
                 self.tick()
             yield item
 
     def tick(self) -> None:
         now = time.monotonic()
-        if now - self.last < 0.5:
-            return
-        self.last = now
+        self.next = now + self.interval
         s = self.engine.stats
         at = self.engine.current_time
         shown = format_time(at, self.engine.is_datetime) if at is not None else "-"
-        sys.stderr.write(f"\r{s.events:,} events, at {shown}, {s.results:,} results, "
-                         f"{self.engine.runtime.active_runs:,} active runs, {s.rejected:,} rejected ")
+        text = (f"{s.events:,} events, at {shown}, {s.results:,} results, "
+                f"{self.engine.runtime.active_runs:,} active runs, {s.rejected:,} rejected")
+        if self.live:
+            sys.stderr.write(f"\r{text} ")
+            self.shown = True
+        else:
+            rate = s.events / (now - self.started) if now > self.started else 0
+            sys.stderr.write(f"spaseq: progress: {text}; {now - self.started:,.0f} s, {rate:,.0f} events/s\n")
         sys.stderr.flush()
-        self.shown = True
 
     def clear(self) -> None:
-        if self.enabled and self.shown:
+        if self.live and self.shown:
             sys.stderr.write("\r\033[K")
+            self.shown = False
 
     def done(self) -> None:
-        if self.enabled and self.shown:
+        if self.live and self.shown:
             sys.stderr.write("\n")
-
+            self.shown = False
+        _log_handler.progress = None

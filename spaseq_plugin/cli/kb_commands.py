@@ -44,17 +44,20 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import time
 from typing import IO
 
 import pyoxigraph as ox
 
-from ..errors import SpaseqError
-from ..kb import KnowledgeBase, _scheme
-from ..stores.loading import (QUAD_FORMATS, OxigraphLoader, RejectsFile, _rate, _triples, expand_inputs,
+from ..errors import QueryError, SpaseqError, UsageError, as_usage_error
+from ..kb import KnowledgeBase, store_scheme
+from ..stores.loading import (QUAD_FORMATS, OxigraphLoader, RejectsFile, _rate, expand_inputs,
                               keep_filter_for, load_in_process)
+from ..spark.session import require_pyspark
 from ..stores.oxigraph import rdf_format
+from ..stores.sparql_endpoint import EndpointHttpError, serialize_solutions
 
 RESULT_FORMATS = {
     "json": ox.QueryResultsFormat.JSON, "xml": ox.QueryResultsFormat.XML,
@@ -112,29 +115,32 @@ def _help(parser: argparse.ArgumentParser) -> int:
 
 def open_loader(spec: str):
     """The loader for ``--into STORE``: ``add(quads)``, ``add_nquads_file(path)``, ``size()``, ``close()``."""
-    scheme = _scheme(spec)
+    scheme = store_scheme(spec)
     if scheme is None:
-        raise SpaseqError(f"--into {spec}: give a store, e.g. oxigraph:{spec} (an on-disk Oxigraph store)")
+        head, sep, _ = spec.partition(":")
+        if sep and len(head) > 1 and "/" not in head:
+            raise UsageError(f"--into {spec}: no KB store is called {head!r} "
+                             "(kb load writes to oxigraph:DIR and rdflib:NAME:DIR)")
+        raise UsageError(f"--into {spec}: give a store, e.g. oxigraph:{spec} (an on-disk Oxigraph store)")
     location = spec.split(":", 1)[1]
     if scheme == "oxigraph":
         if not location:
-            raise SpaseqError("--into oxigraph: needs a directory: oxigraph:DIR")
+            raise UsageError("--into oxigraph: needs a directory: oxigraph:DIR")
         return OxigraphLoader(location)
     if scheme == "rdflib":
         from ..stores.rdflib_store import RdflibTarget, open_for_load
         loader = open_for_load(location)
         return loader if isinstance(loader, OxigraphLoader) else RdflibTarget(loader)
     if scheme == "sparql":
-        raise SpaseqError("spaseq kb load does not write to SPARQL endpoints: use the server's own loader "
-                          "(Virtuoso: ld_dir and rdf_loader_run, or SPARQL UPDATE)")
-    from ..plugins import kb_store
-    kb_store(scheme)            # an unknown scheme: the registry's error lists the known ones
-    raise SpaseqError(f"spaseq kb load cannot write to {scheme}: stores (it loads oxigraph: and rdflib: stores)")
+        raise UsageError("--into sparql:...: spaseq kb load does not write to SPARQL endpoints: use the "
+                         "server's own loader (Virtuoso: ld_dir and rdf_loader_run, or SPARQL UPDATE)")
+    raise UsageError(f"--into {spec}: spaseq kb load cannot write to {scheme}: stores "
+                     "(it loads oxigraph: and rdflib: stores)")
 
 def default_rejects_path(spec: str) -> str:
     """``oxigraph:DIR`` and ``rdflib:NAME:DIR`` -> ``DIR.rejects``, beside the store."""
     location = spec.split(":", 1)[1]
-    if _scheme(spec) == "rdflib":
+    if store_scheme(spec) == "rdflib":
         location = location.partition(":")[2] or location
     return location.rstrip("/\\") + ".rejects"
 
@@ -146,27 +152,37 @@ def cmd_load(args, err: IO[str] | None = None) -> int:
     def say(text: str) -> None:
         if not quiet:
             print(f"spaseq: {text}", file=err, flush=True)
-    files = expand_inputs(args.files)
+    spark = getattr(args, "spark", False)
+    if spark:
+        require_pyspark("spaseq kb load --spark")
+    with as_usage_error(""):                # (the messages name the DUMP)
+        files = expand_inputs(args.files)
     graph = args.graph.strip("<>") if args.graph else None
     if graph:
         for path in files:
             if rdf_format(path) in QUAD_FORMATS:
-                raise SpaseqError(f"{path}: --graph puts triples into one graph; this file names its own graphs")
-    keep = keep_filter_for(args.only_for) if getattr(args, "only_for", None) else None
-    if keep is not None:
+                raise UsageError(f"--graph {args.graph}: {path} names its own graphs "
+                                 "(--graph puts the triples of N-Triples and Turtle files into one graph)")
+    keep = None
+    if getattr(args, "only_for", None):
+        with as_usage_error("--only-for"):
+            keep = keep_filter_for(args.only_for)
         say(f"--only-for keeps {keep.describe()}")
-    loader = open_loader(args.into)
+    with as_usage_error(f"--into {args.into}"):
+        loader = open_loader(args.into)
     rejects = RejectsFile(getattr(args, "rejects", None) or default_rejects_path(args.into))
     started = time.monotonic()
     try:
         size_before = loader.size()
-        if getattr(args, "spark", False):
-            from ..spark.load import spark_load
-            stats = spark_load(files, loader, graph=graph, keep=keep, rejects=rejects,
-                               master=getattr(args, "spark_master", None), say=say,
-                               work_dir=os.path.dirname(os.path.abspath(default_rejects_path(args.into))))
-        else:
-            stats = load_in_process(files, loader, graph=graph, keep=keep, rejects=rejects, say=say)
+        # a file that cannot be read stops the load: the user's input, so a usage error
+        with as_usage_error(""):
+            if spark:
+                from ..spark.load import spark_load
+                stats = spark_load(files, loader, graph=graph, keep=keep, rejects=rejects,
+                                   master=getattr(args, "spark_master", None), say=say,
+                                   work_dir=os.path.dirname(os.path.abspath(default_rejects_path(args.into))))
+            else:
+                stats = load_in_process(files, loader, graph=graph, keep=keep, rejects=rejects, say=say)
         counting = time.monotonic()
         stats.added = loader.size() - size_before
         stats.seconds["count"] = time.monotonic() - counting
@@ -175,16 +191,16 @@ def cmd_load(args, err: IO[str] | None = None) -> int:
         rejects.close()
     seconds = time.monotonic() - started
     where = f" (graph <{graph}>)" if graph else ""
-    say(f"loaded {_triples(stats.read)} from {stats.files} file{'s' * (stats.files != 1)} "
-        f"into {args.into}{where} in {seconds:.2f} s{_rate(stats.read, seconds)}")
-    details = []
+    say(f"{args.into}{where}: {stats.added:,} new triple{'s' * (stats.added != 1)} from {stats.files} "
+        f"file{'s' * (stats.files != 1)} in {seconds:.2f} s{_rate(stats.read, seconds)}")
+    counts = [f"{stats.read:,} read"]
     if stats.rejected:
-        details.append(f"{stats.rejected:,} bad line{'s' * (stats.rejected != 1)} rejected (see {rejects.path})")
-    if keep is not None:
-        details.append(f"{stats.kept:,} kept by --only-for")
-    details.append(f"{stats.duplicates:,} duplicate{'s' * (stats.duplicates != 1)}")
-    details.append(f"{stats.added:,} new in the store")
-    say("  " + ", ".join(details))
+        counts.append(f"{stats.rejected:,} bad line{'s' * (stats.rejected != 1)} rejected (see {rejects.path})")
+    counts.append(f"{stats.kept:,} kept" + (" by --only-for" if keep is not None else ""))
+    counts.append(f"{stats.duplicates:,} duplicate{'s' * (stats.duplicates != 1)} (in the files or "
+                  "already in the store)")
+    counts.append(f"{stats.added:,} new")
+    say("  triples: " + ", ".join(counts))
     say("  time: " + ", ".join(f"{stage} {s:.2f} s" for stage, s in stats.seconds.items()))
     return 0
 
@@ -197,7 +213,7 @@ def read_query_text(text: str) -> str:
             with open(path, encoding="utf-8") as f:
                 return f.read()
         except OSError as e:
-            raise SpaseqError(f"cannot read the query file {path}: {e.strerror or e}") from None
+            raise UsageError(f"cannot read the query file {path}: {e.strerror or e}") from None
     return text
 
 
@@ -212,7 +228,7 @@ def run_query(kb: KnowledgeBase, sparql: str):
         try:
             result = store.query(sparql)
         except SyntaxError as e:
-            raise SpaseqError(f"SPARQL syntax error: {e}") from None
+            raise QueryError(f"SPARQL syntax error: {e}") from None
         except (OSError, ValueError, RuntimeError) as e:
             raise SpaseqError(f"the query failed: {e}") from None
     else:
@@ -222,18 +238,43 @@ def run_query(kb: KnowledgeBase, sparql: str):
     if isinstance(result, (bool, ox.QueryBoolean)):
         return "boolean", bool(result)
     if isinstance(result, tuple):
-        return "solutions", result[0], result[1]
+        return "solutions", in_query_order(sparql, result[0]), result[1]
     if isinstance(result, (list, ox.QueryTriples)):
         return "graph", list(result)
-    return "solutions", list(result.variables), result
+    return "solutions", in_query_order(sparql, list(result.variables)), result
+
+
+_SELECT_STAR = re.compile(r"\bSELECT\s+(?:DISTINCT\s+|REDUCED\s+)?\*", re.IGNORECASE)
+# what may hold a '?' or '$' that is not a variable: IRIs, strings, comments
+_NOT_VARIABLES = re.compile(r"<[^<>\s]*>|\"\"\"[\s\S]*?\"\"\"|'''[\s\S]*?'''|"
+                            r"\"(?:[^\"\\\n]|\\.)*\"|'(?:[^'\\\n]|\\.)*'|#[^\n]*")
+_VARIABLE = re.compile(r"[?$]([A-Za-z0-9_\u00B7-\uFFFF]+)")
+
+
+def in_query_order(sparql: str, variables: list) -> list:
+    """``SELECT *``'s variables in the order they first appear in the query (pyoxigraph
+    sorts them by name); an explicit projection keeps its own order."""
+    text = _NOT_VARIABLES.sub(" ", sparql)
+    if not _SELECT_STAR.search(text):
+        return variables
+    order: dict[str, int] = {}
+    for match in _VARIABLE.finditer(text):
+        order.setdefault(match.group(1), len(order))
+    return sorted(variables, key=lambda v: order.get(v.value, len(order)))
 
 
 def cmd_query(args, out: IO[str] | None = None) -> int:
     out = out or sys.stdout
     sparql = read_query_text(args.sparql)
-    kb = KnowledgeBase.from_specs([args.store])
+    with as_usage_error("spaseq kb query", (args.store,)):
+        kb = KnowledgeBase.from_specs([args.store])
     try:
-        kind, *payload = run_query(kb, sparql)
+        try:
+            kind, *payload = run_query(kb, sparql)
+        except EndpointHttpError as e:
+            if e.status == 400:             # Bad Request: the endpoint could not read the query
+                raise QueryError(str(e)) from None
+            raise
         fmt = getattr(args, "format", "table")
         if kind == "boolean":
             value = payload[0]
@@ -266,7 +307,6 @@ def serialize(variables, rows, fmt: ox.QueryResultsFormat) -> bytes:
             return rows.serialize(format=fmt)
         except (OSError, ValueError) as e:
             raise SpaseqError(f"the query failed: {e}") from None
-    from ..stores.sparql_endpoint import serialize_solutions
     return serialize_solutions(variables, list(rows), None, fmt)
 
 
