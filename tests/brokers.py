@@ -3,9 +3,9 @@ broker, a TCP server that sends events, an HTTP server that receives
 webhooks.  Every wait is bounded; each server can be stopped and started
 again on the same port (to test reconnection).
 
-The ``mosquitto`` fixture (session scope) finds the broker program, or
-installs Debian's ``mosquitto`` with apt-get when it is missing and the
-tests run as root; otherwise the MQTT tests are skipped, saying why.
+The ``mosquitto`` fixture finds the broker program (Debian's ``mosquitto``);
+the tests never install it: where it is missing, the MQTT tests are skipped
+with the reason, and fail under CI (``CI=true``), where ``.ci/run`` installs it.
 """
 
 from __future__ import annotations
@@ -21,6 +21,8 @@ import time
 from pathlib import Path
 
 import pytest
+
+from helpers import server_unavailable
 
 HOST = "127.0.0.1"
 
@@ -56,27 +58,6 @@ def port_open(port: int) -> bool:
 def find_mosquitto() -> str | None:
     return shutil.which("mosquitto") or next(
         (p for p in ("/usr/sbin/mosquitto", "/usr/local/sbin/mosquitto") if os.access(p, os.X_OK)), None)
-
-
-def install_mosquitto() -> tuple[str | None, str]:
-    """(path, why not) after trying apt-get as root."""
-    if os.geteuid() != 0:
-        return None, "mosquitto is not installed and the tests do not run as root (apt-get install mosquitto)"
-    if not shutil.which("apt-get"):
-        return None, "mosquitto is not installed and there is no apt-get"
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    command = ["apt-get", "install", "-y", "-qq", "--no-install-recommends", "mosquitto"]
-    try:
-        done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-        if done.returncode != 0:        # maybe no package lists yet
-            subprocess.run(["apt-get", "update", "-qq"], env=env, capture_output=True, timeout=300)
-            done = subprocess.run(command, env=env, capture_output=True, text=True, timeout=300)
-    except subprocess.TimeoutExpired:
-        return None, "apt-get install mosquitto timed out"
-    path = find_mosquitto()
-    if path is None:
-        return None, f"apt-get install mosquitto failed: {done.stderr.strip()[-300:]}"
-    return path, ""
 
 
 def mosquitto_version(path: str) -> str:
@@ -136,9 +117,8 @@ class Mosquitto:
 def mosquitto_program():
     path = find_mosquitto()
     if path is None:
-        path, why = install_mosquitto()
-        if path is None:
-            pytest.skip(f"no MQTT broker for the tests: {why}")
+        server_unavailable("no MQTT broker for the tests: mosquitto is not installed "
+                           "(Debian: apt-get install mosquitto)")
     return path
 
 

@@ -1,5 +1,6 @@
 """Hypothesis profiles: ``ci`` (default) and ``thorough``, chosen by the
-environment variable SPASEQ_HYPOTHESIS_PROFILE."""
+environment variable SPASEQ_HYPOTHESIS_PROFILE; the ``slow`` marker; the
+shared Spark session."""
 
 import os
 
@@ -23,3 +24,22 @@ def spark():
     session = spark_session("local[2]")
     yield session
     stop_spark()
+
+
+# The slow tests, left out of the quick loop (`pytest -m "not slow"`, under a minute):
+# whole modules (Spark jobs, property-based comparisons with the reference evaluator,
+# benchmarks, a pip install), tests that start Spark or Virtuoso (seconds each), and
+# property-based tests with many examples.
+SLOW_MODULES = {"test_spark_engine.py", "test_kb_materialize.py", "test_differential.py", "test_bench.py",
+                "test_third_party_plugin.py"}
+SLOW_FIXTURES = {"spark", "virtuoso"}
+SLOW_TESTS = {"test_fast_path_agrees_with_oxigraph", "test_batches_read_like_statements"}
+
+
+def pytest_collection_modifyitems(items):
+    """Mark the slow tests (see SLOW_MODULES, SLOW_FIXTURES, SLOW_TESTS) with ``slow``."""
+    for item in items:
+        if (item.path.name in SLOW_MODULES or item.originalname in SLOW_TESTS
+                or SLOW_FIXTURES & set(getattr(item, "fixturenames", ()))
+                or "virtuoso" in item.name):            # a backend parameter that starts Virtuoso
+            item.add_marker(pytest.mark.slow)

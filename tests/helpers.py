@@ -1,6 +1,10 @@
-"""Small builders for tests: events from Turtle snippets, results as plain rows."""
+"""Small builders for tests: events from Turtle snippets, results as plain rows; what a
+test does when a server it needs is not installed."""
+
+import os
 
 import pyoxigraph as ox
+import pytest
 
 from spaseq_plugin import Engine, Event
 
@@ -24,3 +28,12 @@ def rows(results) -> list[tuple]:
 
 def run(query: str, events, **kwargs) -> list[tuple]:
     return rows(Engine(PREFIX + query, **kwargs).run(events))
+
+
+def server_unavailable(reason: str):
+    """A server a test needs (Virtuoso, mosquitto) is missing or does not start: the test
+    is skipped, saying why, except under CI (CI=true), where .ci/run installs the servers
+    and their absence is a failure.  The tests never install system packages themselves."""
+    if os.environ.get("CI", "").lower() == "true":
+        pytest.fail(f"{reason} (CI=true: .ci/run should have installed it)", pytrace=False)
+    pytest.skip(reason)

@@ -3,10 +3,9 @@
 ``virtuoso`` is a session fixture: a Virtuoso Open Source server (Debian's
 ``virtuoso-opensource``) in a temporary directory, on free loopback ports,
 with an empty database.  It finds ``virtuoso-t`` (``SPASEQ_VIRTUOSO_BIN``,
-then PATH and the usual install places); when missing and running as root
-on Debian it runs ``apt-get install -y virtuoso-opensource`` (bounded in
-time; ``SPASEQ_NO_INSTALL=1`` forbids it).  Tests that use it skip, with the
-reason, where Virtuoso cannot be installed or started.
+then PATH and the usual install places).  The tests never install it: where
+it is missing or does not start, the tests that use it are skipped with the
+reason, and fail under CI (``CI=true``), where ``.ci/run`` installs it.
 
 Use it from a test module with ``from servers import virtuoso  # noqa: F401``
 (pytest finds fixtures imported into a module).
@@ -28,7 +27,8 @@ from pathlib import Path
 
 import pytest
 
-INSTALL_TIMEOUT = 600          # seconds for apt-get install (and once apt-get update)
+from helpers import server_unavailable
+
 START_TIMEOUT = 120            # seconds for the server to answer SPARQL
 DBA_PASSWORD = "dba"           # a new database's default; the server only listens on loopback
 VIRTUOSO_PLACES = ("/usr/bin/virtuoso-t", "/usr/lib/virtuoso-opensource-7/bin/virtuoso-t",
@@ -95,37 +95,6 @@ def find_virtuoso() -> str | None:
     if found:
         return found
     return next((p for p in VIRTUOSO_PLACES if os.access(p, os.X_OK)), None)
-
-
-def install_virtuoso() -> tuple[str | None, str]:
-    """Install Debian's virtuoso-opensource when allowed: (path or None, what happened)."""
-    if os.environ.get("SPASEQ_NO_INSTALL"):
-        return None, "SPASEQ_NO_INSTALL is set"
-    if not hasattr(os, "geteuid") or os.geteuid() != 0:
-        return None, "not root, so it cannot be installed with apt-get (apt-get install virtuoso-opensource)"
-    if not shutil.which("apt-get"):
-        return None, "no apt-get on this machine"
-    env = dict(os.environ, DEBIAN_FRONTEND="noninteractive")
-    command = ["apt-get", "install", "-y", "--no-install-recommends", "-o", "DPkg::Lock::Timeout=120",
-               "virtuoso-opensource"]
-    deadline = time.monotonic() + INSTALL_TIMEOUT
-    log = ""
-    for step in ("install", "update", "install"):
-        remaining = deadline - time.monotonic()
-        if remaining <= 5:
-            break
-        cmd = command if step == "install" else ["apt-get", "update", "-o", "DPkg::Lock::Timeout=120"]
-        try:
-            p = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=remaining)
-        except subprocess.TimeoutExpired:
-            return None, f"'{' '.join(cmd)}' took longer than {INSTALL_TIMEOUT} s"
-        output = (p.stderr or p.stdout).strip().splitlines()
-        log = output[-1] if output else f"exit status {p.returncode}"
-        if step == "install" and p.returncode == 0:
-            found = find_virtuoso()
-            return found, "installed virtuoso-opensource with apt-get" if found else \
-                "apt-get installed virtuoso-opensource but virtuoso-t is not to be found"
-    return None, f"apt-get install virtuoso-opensource failed: {log}"
 
 
 def virtuoso_version(binary: str) -> str:
@@ -250,18 +219,16 @@ class VirtuosoServer:
 
 
 def start_virtuoso(directory: Path) -> VirtuosoServer:
-    """Find (or install) and start Virtuoso in ``directory``; pytest.skip with the reason if impossible."""
+    """Find and start Virtuoso in ``directory`` (see :func:`helpers.server_unavailable` when impossible)."""
     binary = find_virtuoso()
-    how = "found"
     if binary is None:
-        binary, how = install_virtuoso()
-        if binary is None:
-            pytest.skip(f"Virtuoso Open Source is not available: {how}")
+        server_unavailable("Virtuoso Open Source is not installed (Debian: apt-get install virtuoso-opensource; "
+                           "or set SPASEQ_VIRTUOSO_BIN to a virtuoso-t)")
     server = VirtuosoServer(binary, virtuoso_version(binary), directory, free_port(), free_port())
     try:
         server.start()
     except (RuntimeError, OSError) as e:
-        pytest.skip(f"Virtuoso {server.version} ({binary}, {how}) did not start: {e}")
+        server_unavailable(f"Virtuoso {server.version} ({binary}) did not start: {e}")
     return server
 
 
