@@ -400,6 +400,28 @@ def test_progress_lines_when_stderr_is_not_a_terminal(capsys, monkeypatch, long_
         assert progress == []
 
 
+def test_progress_on_a_terminal_is_one_line_rewritten(long_stream):
+    import pty
+    controller, terminal = pty.openpty()
+    p = subprocess.Popen(SPASEQ + ["run", str(QUERY), "--stream", f"S1={long_stream}", "--rate", "10"],
+                         stdout=subprocess.DEVNULL, stderr=terminal)
+    os.close(terminal)
+    shown = b""
+    while True:
+        try:
+            chunk = os.read(controller, 4096)
+        except OSError:                 # the terminal closed with the process
+            break
+        if not chunk:
+            break
+        shown += chunk
+    os.close(controller)
+    assert p.wait(timeout=60) == 0
+    text = shown.decode()
+    assert "\r0 events, at -" in text or "\r1 events" in text, text
+    assert text.count("\r") >= 2 and "spaseq: progress:" not in text and "spaseq: 13 events" in text
+
+
 def test_pyspark_is_an_extra_of_its_own_and_of_the_tests():
     project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
     assert not any(d.startswith("pyspark") for d in project["dependencies"])
@@ -424,6 +446,10 @@ def test_without_pyspark_the_spark_commands_say_how_to_install_it(tmp_path):
         assert p.returncode == 2
         assert p.stderr == f"spaseq: {what} needs PySpark, which is not installed: {INSTALL_SPARK}\n"
     assert not (tmp_path / "kb").exists() and not (tmp_path / "blocks").exists()
+    readme_run = subprocess.run([sys.executable, "-c", WITHOUT_PYSPARK, "run", str(QUERY),
+                                 *[f"--stream={s}" for s in STREAMS], "--kb", str(QUICKSTART / "kb.trig")],
+                                capture_output=True, text=True, timeout=120)
+    assert readme_run.returncode == 0 and len(readme_run.stdout.splitlines()) == 3     # needs no Spark
 
 
 @pytest.mark.slow
