@@ -10,6 +10,10 @@ through the hooks of :mod:`.hookspecs` (``docs/architecture.md``).
 
 from importlib.metadata import PackageNotFoundError, version
 
+from . import compiled
+
+compiled.install()      # before any hot module is imported: compiled builds only when current
+
 from .errors import EventError, LimitError, QueryError, SpaseqError, UsageError
 from .events import Event
 from .hookspecs import KbStore, ResultSink, StreamSource, hookimpl
