@@ -33,7 +33,7 @@ import sys
 import time
 from typing import IO
 
-from .. import __version__
+from .. import __version__, compiled
 from ..language.compiler import CompiledQuery, compile_query
 from ..runtime.engine import Engine, query_warnings
 from ..errors import EventError, LimitError, QueryError, SpaseqError, UsageError, as_usage_error
@@ -186,7 +186,7 @@ def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="spaseq", description="SPASEQ: complex event processing over RDF graph streams.",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"spaseq {__version__}")
+    parser.add_argument("--version", action="version", version=f"spaseq {__version__} ({compiled.describe()})")
     sub = parser.add_subparsers(dest="command")
 
     run = sub.add_parser("run", help="evaluate a query over stream files",
