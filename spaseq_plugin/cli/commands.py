@@ -33,7 +33,8 @@ import sys
 import time
 from typing import IO
 
-from .. import __version__, compiled
+from .. import __version__
+from ..compiled import describe as describe_build
 from ..language.compiler import CompiledQuery, compile_query
 from ..runtime.engine import Engine, query_warnings
 from ..errors import EventError, LimitError, QueryError, SpaseqError, UsageError, as_usage_error
@@ -182,11 +183,21 @@ environment: SPASEQ_DEBUG=1 shows the Python traceback of an internal error;
 SPARK_MASTER is the default --spark-master; JAVA_HOME a Java 17+ for Spark."""
 
 
+def _flushing(items, writers):
+    """The input items, with the writers flushed before each next item is read: a live
+    source may make that read wait, and the results so far must not wait with it."""
+    flushes = [writer.flush for writer in writers if hasattr(writer, "flush")]
+    for item in items:
+        yield item
+        for flush in flushes:
+            flush()
+
+
 def _parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(
         prog="spaseq", description="SPASEQ: complex event processing over RDF graph streams.",
         epilog=_EPILOG, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--version", action="version", version=f"spaseq {__version__} ({compiled.describe()})")
+    parser.add_argument("--version", action="version", version=f"spaseq {__version__} ({describe_build()})")
     sub = parser.add_subparsers(dest="command")
 
     run = sub.add_parser("run", help="evaluate a query over stream files",
@@ -494,7 +505,7 @@ def _run(args) -> int:
         started = time.perf_counter()
         interrupted = False
         try:
-            results = engine.run(progress.counting(items)) if args.engine == "stream" else engine.results()
+            results = engine.run(_flushing(progress.counting(items), writers)) if args.engine == "stream" else engine.results()
             for result in results:
                 for writer in writers:
                     writer.write(result)

@@ -11,6 +11,7 @@ as JSON text in csv, tsv and json.
 from __future__ import annotations
 
 import csv
+import functools
 import json
 from typing import IO
 
@@ -42,7 +43,11 @@ def check_format(fmt: str, *, construct: bool, variables: list[str], with_events
 
 
 class Writer:
-    """Writes results one at a time; :meth:`close` completes the document."""
+    """Writes results one at a time; :meth:`close` completes the document.
+
+    :meth:`flush` hands what a writer holds back to ``out``: the command line
+    calls it before it waits for more input, so buffering never delays a
+    result past the moment the engine has nothing more to say."""
 
     def __init__(self, out: IO[str], variables: list[str], with_events: bool = False):
         self.out = out
@@ -52,7 +57,11 @@ class Writer:
     def write(self, result: Result) -> None:
         raise NotImplementedError
 
+    def flush(self) -> None:
+        pass
+
     def close(self) -> None:
+        self.flush()
         self.out.flush()
 
 
@@ -66,17 +75,56 @@ def _events_text(result: Result) -> str:
     return json.dumps(_events_json(result), ensure_ascii=False, separators=(",", ":"))
 
 
+@functools.lru_cache(maxsize=4_096)
+def _term_text(term) -> str:
+    """A term's JSON text, remembered for the terms used last: results repeat their values."""
+    return json.dumps(term_to_json(term), ensure_ascii=False)
+
+
 class JsonLinesWriter(Writer):
-    """One JSON object per line: ``{"time": T, "bindings": {var: term}}``."""
+    """One JSON object per line: ``{"time": T, "bindings": {var: term}}``.
+
+    The line is the text ``json.dumps(row, ensure_ascii=False)`` gives, put
+    together from pieces made once: each term's JSON (cached), each
+    variable's key, the time (once per timestamp).  Lines are written
+    ``BUFFERED_LINES`` at a time, or at :meth:`flush`."""
+
+    BUFFERED_LINES = 512
+
+    def __init__(self, out: IO[str], variables: list[str], with_events: bool = False):
+        super().__init__(out, variables, with_events)
+        self._lines: list[str] = []
+        self._keys: dict[str, str] = {}           # variable -> '"name": '
+        self._time: tuple | None = None           # (time, its type, is_datetime) of ``_head``
+        self._head = ""                           # '{"time": T, "bindings": {'
 
     def write(self, result: Result) -> None:
-        row = {"time": format_time(result.time, result.is_datetime),
-               "bindings": {k: term_to_json(v) for k, v in (result.bindings or {}).items()}}
+        stamp = (result.time, type(result.time), result.is_datetime)
+        if stamp != self._time:
+            self._time = stamp
+            self._head = '{"time": ' + json.dumps(format_time(result.time, result.is_datetime)) + \
+                         ', "bindings": {'
+        keys = self._keys
+        parts = []
+        for name, term in (result.bindings or {}).items():
+            key = keys.get(name)
+            if key is None:
+                key = keys[name] = json.dumps(name, ensure_ascii=False) + ": "
+            parts.append(key + _term_text(term))
+        line = self._head + ", ".join(parts) + "}"
         if result.triples is not None:
-            row["triples"] = [str(t) + " ." for t in result.triples]
+            line += ', "triples": ' + json.dumps([str(t) + " ." for t in result.triples], ensure_ascii=False)
         if self.with_events:
-            row["events"] = _events_json(result)
-        self.out.write(json.dumps(row, ensure_ascii=False) + "\n")
+            line += ', "events": ' + json.dumps(_events_json(result), ensure_ascii=False)
+        lines = self._lines
+        lines.append(line + "}\n")
+        if len(lines) >= self.BUFFERED_LINES:
+            self.flush()
+
+    def flush(self) -> None:
+        if self._lines:
+            self.out.write("".join(self._lines))
+            self._lines.clear()
 
 
 class DelimitedWriter(Writer):
