@@ -105,6 +105,9 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--quick", action="store_true",
                    help="tiny scale (150 events, one window, small KBs): a smoke test")
     p.add_argument("--quiet", "-q", action="store_true", help="no progress on stderr")
+    p.add_argument("--writer", action="store_true",
+                   help="measure only the JSON-lines result writer (results/s, against json.dumps "
+                        "per result; --events results, default 200000)")
     spark = p.add_argument_group("--engine spark", "what Spark buys on archived streams (docs/spark.md)")
     spark.add_argument("--engine", choices=("stream", "spark"), default="stream",
                        help="spark: time 'spaseq run --engine spark' on each master against the "
@@ -139,6 +142,11 @@ def run_bench(args: argparse.Namespace) -> int:
     if getattr(args, "engine", "stream") == "spark":
         from .spark import cmd_spark_bench
         return cmd_spark_bench(args)
+    if getattr(args, "writer", False):
+        from .writer import writer_report
+        line = writer_report(args.events or 200_000)
+        print(line)
+        return 1 if "OUTPUT DIFFERS" in line else 0
     try:
         plan = _plan(args)
     except BenchError as e:
