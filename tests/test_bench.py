@@ -24,11 +24,11 @@ from spaseq_plugin.bench import runner as bench
 from spaseq_plugin.evaluators.oxigraph import OxigraphEvaluator
 from spaseq_plugin.evaluators.rdflib import RdflibEvaluator
 from spaseq_plugin.bench.workloads import (
-    WORKLOADS, card_kb, company_kb, credit_events, smarthome_events, stock_events, traffic_events,
-    vessel_events, vessel_kb, write_nquads, write_trig,
+    WORKLOADS, card_kb, company_kb, credit_events, peers_stock_events, smarthome_events, stock_events,
+    traffic_events, vessel_events, vessel_kb, write_nquads, write_trig,
 )
 
-from shared_paths import CASES
+from shared_paths import CASES, DATA
 
 
 def _args(*argv: str) -> argparse.Namespace:
@@ -301,5 +301,59 @@ def test_rss_scaling_runs_counted_in_progress(capsys):
     captured = capsys.readouterr()
     assert status == 0, captured.out
     steps = [tuple(map(int, m)) for m in re.findall(r"\[(\d+)/(\d+)\] \S+ .*\.\.\.$", captured.err, re.M)]
-    assert steps == [(k, 6) for k in range(1, 7)]      # parse, oxigraph, then 2 x (parse, oxigraph)
+    assert steps == [(k, 7) for k in range(1, 8)]      # parse, bare parse, oxigraph, then 2 x (parse, oxigraph)
     assert "RSS scaling: stock-v" in captured.out
+
+
+# -- the peers' stream (peers-v) and the writer alone ------------------------------
+
+PEERS = DATA / "peers-stock"
+
+
+def test_peers_v_runs_strict_and_any_with_a_bare_parse_row(tmp_path, capsys):
+    """peers-v's own strategies (strict per company, skip-till-any), results written as JSON
+    lines, and a bare-parse row the engine rows are a fraction of."""
+    out = tmp_path / "bench.json"
+    status = bench.run_bench(_args("--inline", "-w", "peers-v", "--events", "400", "--evaluators",
+                                   "spectra,oxigraph", "--json", str(out), "-q"))
+    printed = capsys.readouterr().out
+    assert status == 0, printed
+    assert "bare parse" in printed and "x bare" in printed
+    assert " SC " in printed and " STA " in printed and " STN " not in printed
+    data = json.loads(out.read_text())
+    assert data["bare_parse"][0]["events"] == 400 and data["bare_parse"][0]["triples"] == 1200
+    rows = [r for r in data["results"] if r["evaluator"] == "spectra"]
+    assert {r["strategy"] for r in rows} == {",", ":"}
+    assert all(0 < r["x_bare"] < 1 for r in rows)           # no engine reads faster than the bare parse
+    assert all(c["equal"] for c in data["checks"])
+
+
+@pytest.mark.skipif(not (PEERS / "stock_trig.py").exists(), reason="needs ../shared/data/peers-stock")
+def test_peers_stream_and_queries_are_the_peers_own(tmp_path):
+    """The generator makes the events of the peers' stock_trig.py, and the workload's queries
+    give the counts their README gives for 10,000 events."""
+    import subprocess
+    from spaseq_plugin.streams.files import read_stream_file
+    path = tmp_path / "peers.trig"
+    subprocess.run([sys.executable, str(PEERS / "stock_trig.py"), "500", str(path)], check=True)
+
+    def facts(e):
+        return e.time, e.is_datetime, str(e.name), sorted(map(str, e.triples))
+    assert [facts(e) for e in read_stream_file(str(path), "http://example.org/stock")] == \
+        [facts(e) for e in peers_stock_events(500)]
+    events = list(peers_stock_events(10_000))
+    w = WORKLOADS["peers-v"]
+    for strategy, expected, name in ((",", 3_157, "v-shape-strict-per-company.rq"),
+                                     (":", 56_254, "v-shape-skip-till-any.rq")):
+        assert sum(1 for _ in Engine(w.query(strategy, 600)).run(events)) == expected
+        theirs = Engine((PEERS / name).read_text())
+        assert sum(1 for _ in theirs.run(events[:2_000])) == \
+            sum(1 for _ in Engine(w.query(strategy, 600)).run(events[:2_000]))
+
+
+def test_writer_bench_writes_what_json_dumps_writes(capsys):
+    from spaseq_plugin.cli.commands import main
+    assert main(["bench", "--writer", "--events", "3000"]) == 0
+    printed = capsys.readouterr().out
+    assert re.match(r"jsonl writer: [\d,]+ results/s .*json.dumps per result: [\d,]+ results/s", printed)
+    assert "OUTPUT DIFFERS" not in printed

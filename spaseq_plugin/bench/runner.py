@@ -39,7 +39,10 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..output.formats import JsonLinesWriter
+from .bare import bare_parse
 from .digest import Digest, canonical_result
+from .writer import Discard
 from .workloads import DEFAULT_WORKLOADS, STRATEGIES, WORKLOADS, Source, open_source
 
 EVALUATORS = ("spectra", "oxigraph", "rdflib")
@@ -197,7 +200,7 @@ class Plan:
     rdflib_events: int
     rdflib_seconds: float
     windows: list[int] | None
-    strategies: list[str]
+    strategies: list[str] | None      # None: each workload's own
     evaluators: list[str]
     kb_sizes: list[int] | None
     parse: bool
@@ -214,6 +217,9 @@ class Plan:
         if self.windows:
             return self.windows
         return [w.windows[0]] if self.quick else list(w.windows)
+
+    def strategies_for(self, name: str) -> list[str]:
+        return self.strategies or list(WORKLOADS[name].strategies)
 
     def kb_sizes_for(self, name: str) -> list[int | None]:
         w = WORKLOADS[name]
@@ -238,7 +244,7 @@ def _plan(args) -> Plan:
     if events < 1 or rdflib_events < 1:
         raise BenchError("--events and --rdflib-events must be at least 1")
     windows = _parse_windows(args.windows) if getattr(args, "windows", None) else None
-    strategies = _parse_strategies(getattr(args, "strategies", None) or "strict,next")
+    strategies = _parse_strategies(args.strategies) if getattr(args, "strategies", None) else None
     notes: list[str] = []
     evaluators = []
     for name in _split(getattr(args, "evaluators", None) or ",".join(EVALUATORS)):
@@ -355,6 +361,7 @@ class Task:
     check_limit: int | None       # also digest the results of this many events
     progress: bool = True
     time_budget: float | None = None   # stop reading after this many seconds
+    write_results: bool = False        # write each result as a JSON line (into a discarding sink)
 
 
 class _Histogram:
@@ -452,7 +459,9 @@ def measure(task: Task, measure_rss: bool = True) -> dict:
     label = f"{task.workload} {_STRATEGY_LABEL.get(task.strategy, '')} {task.window or ''} {task.evaluator}"
     progress = _WorkerProgress(label, task.progress)
 
-    if task.evaluator == "parse":
+    if task.evaluator == "bare":
+        out.update(bare_parse(task.source, task.limit))
+    elif task.evaluator == "parse":
         started = time.perf_counter()
         events = triples = rejected = 0
         for item in open_source(task.source, task.limit):
@@ -476,6 +485,8 @@ def measure(task: Task, measure_rss: bool = True) -> dict:
         def run(limit: int, progress, budget: float | None = None) -> dict:
             evaluator = make_evaluator(task.evaluator, kb)
             engine = Engine(compiled, kb=kb, evaluator=evaluator)
+            writer = JsonLinesWriter(Discard(), [v if isinstance(v, str) else v.alias
+                                                 for v in compiled.projection]) if task.write_results else None
             hist, digest = _Histogram(), Digest()
             runs_sum = runs_peak = 0
             clock = time.perf_counter_ns
@@ -496,11 +507,17 @@ def measure(task: Task, measure_rss: bool = True) -> dict:
                     runs_peak = active
                 for r in results:
                     digest.add(r)
+                    if writer is not None:
+                        writer.write(r)
                 rss.sample()
                 progress.tick(hist.n, active)
             t0 = clock()
             for r in engine.close():
                 digest.add(r)
+                if writer is not None:
+                    writer.write(r)
+            if writer is not None:
+                writer.close()
             close_ns = clock() - t0
             seconds = time.perf_counter() - started
             s = engine.stats
@@ -617,6 +634,7 @@ def _failed(task: Task, message: str) -> dict:
 class Report:
     rows: list[dict] = field(default_factory=list)
     parse: dict[tuple, dict] = field(default_factory=dict)        # (workload, kb_size) -> parse row
+    bare: dict[tuple, dict] = field(default_factory=dict)         # (workload, kb_size) -> bare parse row
     checks: list[dict] = field(default_factory=list)
     rss_scaling: list[dict] = field(default_factory=list)
     inputs: dict[str, dict] = field(default_factory=dict)
@@ -635,6 +653,7 @@ class Report:
             "plan": {k: v for k, v in dataclasses.asdict(plan).items()},
             "inputs": {k: {kk: vv for kk, vv in v.items() if kk != "source"} for k, v in self.inputs.items()},
             "parse": list(self.parse.values()),
+            "bare_parse": list(self.bare.values()),
             "results": self.rows,
             "checks": self.checks,
             "rss_scaling": self.rss_scaling,
@@ -666,7 +685,7 @@ def _configs(plan: Plan) -> list[tuple[str, str, int, int | None]]:
     out = []
     for name in plan.workloads:
         for kb_size in plan.kb_sizes_for(name):
-            for strategy in plan.strategies:
+            for strategy in plan.strategies_for(name):
                 for window in _windows(plan, name, strategy):
                     out.append((name, strategy, window, kb_size))
     return out
@@ -677,13 +696,14 @@ def _execute(plan: Plan, root: Path, log: _Log) -> Report:
     started = time.perf_counter()
     configs = _configs(plan)
     skipped_any = sorted({n for n in plan.workloads
-                          if ":" in plan.strategies and _windows(plan, n, ":") != plan.windows_for(n)})
+                          if ":" in plan.strategies_for(n) and _windows(plan, n, ":") != plan.windows_for(n)})
     if skipped_any:
         report.messages.append("note: skip-till-any (STA) is exponential in the window: it ran only on "
                                "windows up to " + ", ".join(f"{WORKLOADS[n].any_max_window} s ({n})"
                                                             for n in skipped_any))
+    inputs_read = {(c[0], c[3]) for c in configs}
     total = len(configs) * len(plan.evaluators) + (
-        len({(c[0], c[3]) for c in configs}) if plan.parse else 0)
+        len(inputs_read) + sum(WORKLOADS[n].writes_stream_files() for n, _ in inputs_read) if plan.parse else 0)
     if plan.rss_scaling:        # each workload once, 1x and 10x, parse-only and every engine evaluator
         total += 2 * len({c[0] for c in configs}) * (
             int(plan.parse) + sum(e != "rdflib" for e in plan.evaluators))
@@ -732,6 +752,9 @@ def _execute(plan: Plan, root: Path, log: _Log) -> Report:
             if "error" in row:
                 report.failed = True
                 report.messages.append(f"FAILED: {name} parse-only: {row['error']}")
+            if info["source"].kind == "files":
+                report.bare[(name, kb_size)] = run(Task(name, None, None, "bare", None, info["source"],
+                                                        info["events"], [], kb_size, None, log.enabled))
         query = w.query(strategy, window)
         check_limit = plan.events
         group = []
@@ -742,7 +765,7 @@ def _execute(plan: Plan, root: Path, log: _Log) -> Report:
                             info["kb"], kb_size, None, log.enabled, plan.rdflib_seconds)
             else:
                 task = Task(name, strategy, window, evaluator, query, info["source"], plan.events, info["kb"],
-                            kb_size, check_limit, log.enabled)
+                            kb_size, check_limit, log.enabled, write_results=w.write_results)
             row = run(task)
             if evaluator == "rdflib" and "error" not in row:
                 check_limit = min(plan.events, row["events"])
@@ -755,7 +778,7 @@ def _execute(plan: Plan, root: Path, log: _Log) -> Report:
                                        f"{evaluator}: {row['error']}")
         group.sort(key=lambda r: EVALUATORS.index(r["evaluator"]))
         report.rows.extend(group)
-        _ratios(group, report.parse.get((name, kb_size)))
+        _ratios(group, report.parse.get((name, kb_size)), report.bare.get((name, kb_size)))
         check = _check(group, name, strategy, window, kb_size)
         if check:
             report.checks.append(check)
@@ -768,7 +791,7 @@ def _execute(plan: Plan, root: Path, log: _Log) -> Report:
     return report
 
 
-def _ratios(group: list[dict], parse: dict | None) -> None:
+def _ratios(group: list[dict], parse: dict | None, bare: dict | None = None) -> None:
     by = {r["evaluator"]: r for r in group if "error" not in r}
     ox = by.get("oxigraph")
     rd = by.get("rdflib")
@@ -779,6 +802,15 @@ def _ratios(group: list[dict], parse: dict | None) -> None:
             r["x_rdflib"] = (r["eps"] if r["evaluator"] == "rdflib" else r["check"]["eps"]) / rd["eps"]
         if parse and parse.get("eps") and r.get("eps"):
             r["x_parse"] = parse["eps"] / r["eps"]
+        if bare:
+            r["x_bare"] = _ratio(r, bare)
+
+
+def _ratio(row: dict | None, floor: dict | None) -> float | None:
+    """``row``'s ev/s over ``floor``'s."""
+    if not row or not floor or not row.get("eps") or not floor.get("eps"):
+        return None
+    return row["eps"] / floor["eps"]
 
 
 def _check(group: list[dict], name: str, strategy: str, window: int, kb_size) -> dict | None:
@@ -871,24 +903,32 @@ def format_table(report: Report) -> str:
     """The results as a plain-text table, one line per measurement."""
     head = ["workload", "Q", "strat", "window", "KB", "evaluator", "events", "matches", "ev/s",
             "triples/s", "p50 us", "p99 us", "RSS MB", "runs pk", "runs avg", "x rdflib", "x oxigraph",
-            "x parse"]
+            "x parse", "x bare"]
     lines = []
     shown_parse = set()
     for row in report.rows:
         key = (row["workload"], row.get("kb_size"))
         parse = report.parse.get(key)
+        bare = report.bare.get(key)
         if parse is not None and key not in shown_parse:
             shown_parse.add(key)
             lines.append([row["workload"], WORKLOADS[row["workload"]].paper, "", "",
                           _fmt(row.get("kb_size")), "parse-only",
                           _fmt(parse.get("events")), "", _fmt(parse.get("eps")), _fmt(parse.get("tps")),
-                          "", "", _fmt(parse.get("rss_mb"), ".1f"), "", "", "", "", "1.0"]
+                          "", "", _fmt(parse.get("rss_mb"), ".1f"), "", "", "", "", "1.0",
+                          _fmt(_ratio(parse, bare), ".3f")]
                          if "error" not in parse else
-                         [row["workload"], "", "", "", "", "parse-only", "FAILED"] + [""] * 11)
+                         [row["workload"], "", "", "", "", "parse-only", "FAILED"] + [""] * 12)
+            if bare is not None:
+                lines.append([row["workload"], "", "", "", _fmt(row.get("kb_size")), "bare parse",
+                              _fmt(bare.get("events")), "", _fmt(bare.get("eps")), _fmt(bare.get("tps")),
+                              "", "", "", "", "", "", "", "", "1.0"]
+                             if "error" not in bare else
+                             [row["workload"], "", "", "", "", "bare parse", "FAILED"] + [""] * 12)
         if "error" in row:
             lines.append([row["workload"], row.get("paper", ""), _STRATEGY_LABEL.get(row["strategy"], ""),
                           _fmt(row["window"]), _fmt(row.get("kb_size")), row["evaluator"],
-                          "FAILED: " + row["error"].splitlines()[0][:60]] + [""] * 11)
+                          "FAILED: " + row["error"].splitlines()[0][:60]] + [""] * 12)
             continue
         lines.append([
             row["workload"], row.get("paper", ""), _STRATEGY_LABEL[row["strategy"]], _fmt(row["window"]),
@@ -896,6 +936,7 @@ def format_table(report: Report) -> str:
             _fmt(row["eps"]), _fmt(row["tps"]), _fmt(row["p50_us"], ",.0f"), _fmt(row["p99_us"], ",.0f"),
             _fmt(row.get("rss_mb"), ".1f"), _fmt(row["peak_runs"]), _fmt(row["mean_runs"], ",.1f"),
             _fmt(row.get("x_rdflib"), ",.1f"), _fmt(row.get("x_oxigraph"), ".2f"), _fmt(row.get("x_parse"), ",.1f"),
+            _fmt(row.get("x_bare"), ".3f"),
         ])
     widths = [max(len(str(x)) for x in col) for col in zip(head, *lines)] if lines else [len(h) for h in head]
     right = set(range(6, len(head))) | {3, 4}
@@ -917,7 +958,8 @@ def format_table(report: Report) -> str:
     text.append("ev/s, triples/s: whole input (reading the stream files + engine); p50/p99: time per pushed "
                 "event; RSS: peak above the process baseline; x rdflib: speed-up over the rdflib evaluator "
                 "on the same prefix; x oxigraph: ev/s over the oxigraph evaluator's; x parse: times slower "
-                "than parse-only. rdflib rows read only the first events (column events).")
+                "than parse-only; x bare: ev/s as a fraction of pyoxigraph's bare parse of the same files. "
+                "rdflib rows read only the first events (column events).")
     if report.checks:
         equal = sum(c["equal"] for c in report.checks)
         text.append(f"results check: {equal}/{len(report.checks)} configurations give the same results "

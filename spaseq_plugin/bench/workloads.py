@@ -17,6 +17,8 @@ workload        paper  pattern                                      data
 ``stock-kb``    Q4+KB  V-shape joined with a company KB of any size stock generator + KB gen.
 ``traffic``     Q5     ``SEQ(A s (B & C))`` over 3 streams          CityBench Aarhus / gen.
 ``vessels``     Q6     ``SEQ(A s B+ s C)`` trajectory, KB join      vessel generator
+``peers-v``     Q4     the peers' V-shape (strict per company, and  the peers' stock stream
+                       skip-till-any over all companies)
 ==============  =====  ===========================================  ==========================
 
 ``s`` is the strategy: ``,`` strict contiguity, ``;`` skip-till-next, ``:``
@@ -219,6 +221,56 @@ def stock_events(n: int, companies: int = 10, sectors: int = 1, seed: int = 1,
             ox.Triple(company, sector_p, sector_of[k]),
         )
         yield Event(stream, start + i, triples, name=_iri(f"urn:spaseq:bench:smd:{i}"))
+
+
+PEERS = "http://example.org/stock/"
+PEERS_STREAM = "http://example.org/stock"
+_PEERS_T0 = 1704067200      # 2024-01-01T00:00:00Z
+_MASK64 = (1 << 64) - 1
+
+
+def peers_stock_events(n: int, seed: int = 42) -> Iterator[Event]:
+    """The peers' synthetic stock stream (``../shared/data/peers-stock/gen_stream.py``,
+    whose docstring defines it for every engine): 100 companies, one event a second
+    from 2024-01-01T00:00:00Z, each ``ex:cK ex:price P . ex:cK ex:volume V`` with
+    integers drawn by SplitMix64.  The same events as the peers' ``stock_trig.py``."""
+    state = seed & _MASK64
+
+    def draw() -> int:
+        nonlocal state
+        state = (state + 0x9E3779B97F4A7C15) & _MASK64
+        z = state
+        z = ((z ^ (z >> 30)) * 0xBF58476D1CE4E5B9) & _MASK64
+        z = ((z ^ (z >> 27)) * 0x94D049BB133111EB) & _MASK64
+        return z ^ (z >> 31)
+
+    price_p, volume_p = _iri(PEERS + "price"), _iri(PEERS + "volume")
+    companies = [_iri(f"{PEERS}c{k}") for k in range(100)]
+    for i in range(n):
+        company, price, volume = companies[draw() % 100], 1 + draw() % 100, 1 + draw() % 1000
+        yield Event(PEERS_STREAM, _PEERS_T0 + i, (ox.Triple(company, price_p, _int(price)),
+                                                  ox.Triple(company, volume_p, _int(volume))),
+                    name=_iri(f"{PEERS}e{i}"), is_datetime=True)
+
+
+def peers_v_shape(strategy: str = ",", window: int = 600) -> str:
+    """The peers' V-shape queries (``../shared/data/peers-stock/*.rq``): under
+    skip-till-any over every company (``v-shape-skip-till-any.rq``), under the other
+    strategies per company (``v-shape-strict-per-company.rq``)."""
+    s = _strategy(strategy)
+    partition = "" if strategy == ":" else "PARTITION BY (?c)"
+    return f"""PREFIX ex: <{PEERS}>
+SELECT ?c ?p1 ?p2 ?p3
+{_within(window)}
+{partition}
+FROM STREAM S <{PEERS_STREAM}>
+WHERE {{
+  SEQ (A {s} B {s} C)
+  DEFINE GPM A ON S {{ ?c ex:price ?p1 . }}
+  DEFINE GPM B ON S {{ ?c ex:price ?p2 . FILTER(?p2 > ?p1) }}
+  DEFINE GPM C ON S {{ ?c ex:price ?p3 . FILTER(?p3 < ?p2) }}
+}}
+"""
 
 
 def kb_quads(graph: str, entity_triples: Callable[[int], list[tuple]], size: int) -> Iterator[ox.Quad]:
@@ -977,6 +1029,8 @@ class Workload:
     real: Callable[[], bool] = lambda: False   # does the real data slice exist?
     data_note: str = ""
     query_options: dict = field(default_factory=dict)
+    strategies: tuple[str, ...] = (",", ";")   # run when --strategies is not given
+    write_results: bool = False                # the timed run also writes each result as a JSON line
 
     def query(self, strategy: str | None = None, window: int | None = None) -> str:
         return self.make_query(strategy or self.strategy, window or self.windows[len(self.windows) // 2],
@@ -993,13 +1047,17 @@ class Workload:
         from ..language.compiler import compile_query
         return sorted(compile_query(self.query()).streams)
 
+    def writes_stream_files(self) -> bool:
+        """Is the prepared input stream files (else ``card10k.nt`` read in chunks)?"""
+        return not (self.name == "credit" and self.real())
+
     def prepare(self, n: int, directory: Path, fmt: str = "trig", kb_size: int | None = None) -> dict:
         """Write the first ``n`` events (one file per stream) and the KB into
         ``directory``; return what a worker needs to read them back."""
         directory.mkdir(parents=True, exist_ok=True)
         info: dict = {"workload": self.name, "events": 0, "triples": 0, "kb": [], "kb_triples": 0,
                       "real": self.real(), "note": self.data_note if self.real() else "generated"}
-        if self.name == "credit" and self.real():
+        if not self.writes_stream_files():
             info["source"] = Source("nt-chunks", {CCD_STREAM: [str(data_dir() / CARD_FILE)]}, chunk=2,
                                     cycle=True)
             info["events"] = n
@@ -1048,6 +1106,11 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
              q5_traffic, lambda n: traffic_events(n), (900, 1800, 3600), ";",
              any_max_window=900, real=_exists("citybench/streams"),
              data_note="CityBench Aarhus traffic, sensors 182955, 195578, 195446 (5 min)"),
+    Workload("peers-v", "Q4", "the peers' stock stream: V-shape per company (strict), and over all "
+             "companies (skip-till-any), results written as JSON lines",
+             peers_v_shape, lambda n: peers_stock_events(n), (600,), ",", any_max_window=600,
+             real=lambda: True, data_note="the peers' stock stream (peers-stock/gen_stream.py, seed 42)",
+             strategies=(",", ":"), write_results=True),
     Workload("vessels", "Q6", "vessels: leave harbour , faster on one heading+ , stop in the fishing area (KB)",
              q6_trajectory, lambda n: vessel_events(n), (300, 900, 1800), ",",
              make_kb=lambda size: vessel_kb(size), kb_size=1_000),

@@ -24,7 +24,7 @@ _EX = "http://example.org/stock/"
 _T0 = 1704067200        # 2024-01-01T00:00:00Z
 
 
-class _Discard(io.TextIOBase):
+class Discard(io.TextIOBase):
     """A text sink that keeps nothing but the number of characters written."""
 
     def __init__(self):
@@ -65,14 +65,14 @@ def plain_write(out, result: Result, with_events: bool = False) -> None:
 def measure_writer(n: int = 200_000) -> dict:
     """Results per second of the JSON-lines writer and of the plain way, in one run."""
     results = sample_results(n)
-    sink = _Discard()
+    sink = Discard()
     started = time.perf_counter()
     writer = JsonLinesWriter(sink, ["c", "p1", "p2", "p3"])
     for result in results:
         writer.write(result)
     writer.close()
     writer_seconds = time.perf_counter() - started
-    plain_sink = _Discard()
+    plain_sink = Discard()
     started = time.perf_counter()
     for result in results:
         plain_write(plain_sink, result)
