@@ -39,6 +39,11 @@ class CompileHotPath(build_ext):
             _notice("Cython is not installed")
             return
         self._failed = False
+        for module in compiled.HOT_SOURCES:     # a wheel holds this build's binaries or none
+            *package, stem = module.split(".")
+            folder = os.path.join(self.build_lib, *package)
+            for name in compiled.compiled_files(folder, stem):
+                os.remove(os.path.join(folder, name))
         translated = cythonize(self.extensions, build_dir=os.path.join("build", "cython"),
                                compiler_directives=DIRECTIVES, quiet=True)
         for ext, c_ext in zip(self.extensions, translated):    # keep setuptools' Extension objects
@@ -52,7 +57,8 @@ class CompileHotPath(build_ext):
             super().build_extension(ext)
         except Exception as error:      # no compiler, or one that fails: the pure build remains
             self._failed = True
-            _notice(f"compiling {ext.name} failed ({str(error).splitlines()[0] if str(error) else type(error).__name__})")
+            detail = (str(error).splitlines() or [""])[0]
+            _notice(f"compiling {ext.name} failed ({type(error).__name__}: {detail[:100]})")
             return
         _remove_other_builds(self.get_ext_fullpath(ext.name))
 
