@@ -296,7 +296,9 @@ class MqttSink(Reconnecting):
         """A result as a message: TriG for CONSTRUCT, a JSON line for SELECT."""
         self._buffer.seek(0)
         self._buffer.truncate()
-        (self._trig if result.triples is not None else self._json).write(result)
+        writer = self._trig if result.triples is not None else self._json
+        writer.write(result)
+        writer.flush()
         return self._buffer.getvalue().rstrip("\n").encode("utf-8")
 
     def write(self, result) -> None:

@@ -54,7 +54,9 @@ __all__ = ["CallbackSink", "WebhookSink", "open_callback_sink", "open_webhook_si
 def result_json(result, with_events: bool = False) -> dict:
     """A result as the JSON object of its ``--format jsonl`` line."""
     buffer = io.StringIO()
-    JsonLinesWriter(buffer, [], with_events).write(result)
+    writer = JsonLinesWriter(buffer, [], with_events)
+    writer.write(result)
+    writer.flush()
     return json.loads(buffer.getvalue())
 
 
