@@ -114,6 +114,7 @@ def test_compiled_and_pure_builds_write_the_same_results(tmp_path):
     assert pure.stdout == default.stdout and pure.stdout.count("\n") > 1_000
 
 
+@pytest.mark.slow
 def test_without_a_c_compiler_the_package_installs_as_pure_python(tmp_path):
     """pip builds the wheel with a compiler that always fails: a one-line notice, no
     binary in the wheel, and the package works."""
