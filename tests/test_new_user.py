@@ -465,8 +465,9 @@ def test_spark_prints_no_banner(tmp_path):
 def test_quick_loop_and_ci_run_the_documented_commands():
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text()
-    command = "python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/pytest"
-    assert f"\n{command}\n" in readme and ci.rstrip().endswith(command)     # everything, slow tests too
+    command = ("python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/pytest"    # everything,
+               " && SPASEQ_PURE=1 .venv/bin/pytest -q tests/test_engine.py tests/test_acceptance.py")  # then pure
+    assert f"\n{command}\n" in readme and ci.rstrip().endswith(command)
     assert '.venv/bin/pytest -m "not slow"' in readme
 
 
