@@ -14,6 +14,7 @@ from rdflib.term import BNode, URIRef, Variable
 from ..errors import QueryError
 from ..events import Time
 from .gpm import GpmPattern, analyse_gpm, placement_pattern
+from .limits import QueryLimits
 from .nfa import CONJUNCTION, DISJUNCTION, SINGLE, AtomMatcher, Automaton, Edge, State
 from .parser import parse_query
 from ..rdflib_terms import prepare_sparql, rdflib_to_ox, unalias
@@ -67,12 +68,18 @@ class CompiledQuery:
         return "\n".join(lines)
 
 
-def compile_query(text: str) -> CompiledQuery:
-    """Parse and compile SPASEQ text; raises :class:`QueryError`."""
-    return compile_parsed(parse_query(text))
+def compile_query(text: str, limits: QueryLimits | None = None) -> CompiledQuery:
+    """Parse and compile SPASEQ text; raises :class:`QueryError`.
+
+    ``limits`` bound what the query may be and do (nesting, SERVICE); the
+    defaults are documented in docs/limits.md.
+    """
+    limits = limits or QueryLimits()
+    return compile_parsed(parse_query(text, limits.max_nesting), limits)
 
 
-def compile_parsed(query: Query) -> CompiledQuery:
+def compile_parsed(query: Query, limits: QueryLimits | None = None) -> CompiledQuery:
+    limits = limits or QueryLimits()
     seq = query.sequence
     used: set[str] = set()
     for atom in seq.atoms:
@@ -89,7 +96,7 @@ def compile_parsed(query: Query) -> CompiledQuery:
             if alias not in query.streams:
                 raise QueryError(f"GPM {gdef.name} is ON stream {alias}, which no FROM STREAM declares",
                                  pos.line, pos.column)
-    gpms = {name: analyse_gpm(query, gdef, frozenset(query.streams[a].iri for a in gdef.streams))
+    gpms = {name: analyse_gpm(query, gdef, frozenset(query.streams[a].iri for a in gdef.streams), limits)
             for name, gdef in query.gpms.items()}
     warnings = list(query.warnings)       # parsing's, and the GPM analysis's
     _check_filters(query, gpms)
@@ -279,10 +286,13 @@ def _kleene_locals(atoms, gpms) -> dict[int, frozenset[str]]:
 
 def _construct_template(query: Query) -> list[tuple]:
     """The CONSTRUCT template's triples; variables and blank nodes stay rdflib terms."""
+    pos = query.construct_pos
     try:
         algebra = prepare_sparql(query.prefixes, query.base, f"CONSTRUCT {{ {query.construct} }} WHERE {{}}")
+    except RecursionError:
+        raise QueryError("CONSTRUCT template: it nests too deeply for rdflib's parser",
+                         pos.line, pos.column) from None
     except Exception as e:
-        pos = query.construct_pos
         raise QueryError(f"CONSTRUCT template: {e}", pos.line, pos.column) from None
 
     def convert(term):

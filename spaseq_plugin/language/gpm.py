@@ -1,10 +1,12 @@
 """Graph pattern matching expressions (GPMs): what the compiler knows of one.
 
-A GPM body is a SPARQL 1.1 group graph pattern.  pyoxigraph checks its
-syntax (its errors are mapped back to the query's line and column) and
-rdflib's algebra gives its structure: which variables it mentions, which it
-can bind, which its FILTERs read, which KB graphs it names.  Nothing here
-evaluates a pattern; the evaluators (:mod:`spaseq_plugin.evaluators`) do.
+A GPM body is a SPARQL 1.1 group graph pattern.  Its nesting is measured
+first (:mod:`.limits`), then pyoxigraph checks its syntax (its errors are
+mapped back to the query's line and column) and rdflib's algebra gives its
+structure: which variables it mentions, which it can bind, which its FILTERs
+read, which KB graphs it names.  Nothing here evaluates a pattern (no
+SERVICE is called at compile time); the evaluators
+(:mod:`spaseq_plugin.evaluators`) do.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ from rdflib.term import URIRef, Variable
 
 from ..errors import QueryError
 from ..rdflib_terms import prepare_sparql, unalias
+from .limits import QueryLimits, check_nesting
 from .syntax import GpmDef, Pos, Query
 
 _OXIGRAPH_ERROR = re.compile(r"error at (\d+):(\d+): (.*)", re.S)
@@ -53,6 +56,7 @@ class GpmPattern:
     kb_graph_var: bool = False
     algebra: object = None        # rdflib's algebra of the body, for evaluators that plan
     size: int = 0                 # triple patterns in the body: a cost estimate
+    service_timeout: float | None = None   # the body uses SERVICE: each evaluation's time limit
 
     @property
     def uses_kb(self) -> bool:
@@ -62,37 +66,56 @@ class GpmPattern:
         return f"GPM {self.name}"
 
 
-def analyse_gpm(query: Query, gdef: GpmDef, stream_iris: frozenset[str]) -> GpmPattern:
-    """Check a GPM body's SPARQL syntax and work out its variables."""
+def analyse_gpm(query: Query, gdef: GpmDef, stream_iris: frozenset[str],
+                limits: QueryLimits = QueryLimits()) -> GpmPattern:
+    """Check a GPM body's SPARQL syntax and work out its variables.
+
+    Nothing is evaluated: the body is measured (:func:`check_nesting`),
+    then parsed by pyoxigraph and rdflib, never run.
+    """
+    service = check_nesting(gdef.body, limits.max_nesting, gdef.body_pos, what=f"GPM {gdef.name}")
+    if service is not None and not limits.allow_service:
+        raise QueryError(f"GPM {gdef.name}: SERVICE is refused: it would send requests to another "
+                         "endpoint (allow it with --allow-service, or QueryLimits(allow_service=True) "
+                         "in Python)", service.line, service.column)
+    timeout = limits.service_timeout if service is not None else None
     prologue = query.prologue()
     _check_syntax(prologue, gdef)
     try:
         algebra = prepare_sparql(query.prefixes, query.base, "SELECT * WHERE {" + gdef.body + "\n}")
-    except Exception:
+        walker = _VariableWalker()
+        walker.pattern(algebra["p"]["p"])
+    except Exception as e:
         # Oxigraph accepted the pattern but rdflib cannot build its algebra (it trips over
-        # some literal mixes): every variable counts as bindable, no fast path for it.
+        # some literal mixes, SERVICE, and nesting its recursive parser cannot take): every
+        # variable counts as bindable, no fast path for it.
         names = frozenset(_VARIABLE.findall(_without_strings(gdef.body)))
-        query.warnings.append(f"GPM {gdef.name}: its pattern could not be analysed in detail; "
+        why = " (it nests too deeply for rdflib's parser)" if isinstance(e, RecursionError) else ""
+        query.warnings.append(f"GPM {gdef.name}: its pattern could not be analysed in detail{why}; "
                               "it is evaluated by Oxigraph and its FILTER variables are not checked")
         return GpmPattern(name=gdef.name, streams=stream_iris, body=gdef.body, prologue=prologue,
-                          pos=gdef.pos, mentioned=names, bindable=names)
-    walker = _VariableWalker()
-    walker.pattern(algebra["p"]["p"])
+                          pos=gdef.pos, mentioned=names, bindable=names, service_timeout=timeout)
+    _check_functions(walker.functions, gdef)
     return GpmPattern(
         name=gdef.name, streams=stream_iris, body=gdef.body, prologue=prologue, pos=gdef.pos,
         mentioned=frozenset(walker.mentioned), bindable=frozenset(walker.bindable),
         filter_vars=walker.filter_vars, kb_graphs=frozenset(walker.graphs),
-        kb_graph_var=walker.graph_var, algebra=algebra["p"]["p"], size=walker.triples)
+        kb_graph_var=walker.graph_var, algebra=algebra["p"]["p"], size=walker.triples,
+        service_timeout=timeout)
+
+
+def parse_only(text: str) -> None:
+    """Parse a SPARQL SELECT query with pyoxigraph without evaluating it: raises
+    SyntaxError.  The query is joined with an empty VALUES block, which
+    Oxigraph's optimizer turns into the empty pattern before evaluation starts,
+    so no SERVICE is called and no pattern is matched."""
+    ox.Store().query(text + "\nVALUES () {}")
 
 
 def _check_syntax(prologue: str, gdef: GpmDef) -> None:
-    from ..plugins import sparql_functions
     header = prologue + " SELECT * WHERE {"
     try:
-        ox.Store().query(header + gdef.body + "\n}", custom_functions=sparql_functions() or None)
-    except RuntimeError as e:          # e.g. a function no plugin provides
-        raise QueryError(f"GPM {gdef.name}: {e} (see 'spaseq plugins')",
-                         gdef.body_pos.line, gdef.body_pos.column) from None
+        parse_only(header + gdef.body + "\n}")
     except SyntaxError as e:
         message = str(e)
         match = _OXIGRAPH_ERROR.match(message)
@@ -113,6 +136,22 @@ def _check_syntax(prologue: str, gdef: GpmDef) -> None:
         raise QueryError(f"GPM {gdef.name}: SPARQL syntax error: {message}", line, column) from None
 
 
+def _check_functions(functions: dict[str, int], gdef: GpmDef) -> None:
+    """Functions called by IRI must be ones Oxigraph or a plugin provides, with an arity
+    they take.  Oxigraph checks that when it plans a query: each call is planned in a
+    query of its own, on unbound arguments and with LIMIT 0, so nothing is called."""
+    from ..plugins import sparql_functions
+    provided = sparql_functions() or None
+    for iri, arity in functions.items():
+        arguments = ", ".join(f"?a{i}" for i in range(arity))
+        try:
+            ox.Store().query(f"SELECT * WHERE {{ BIND(<{iri}>({arguments}) AS ?r) }} LIMIT 0",
+                             custom_functions=provided)
+        except (RuntimeError, SyntaxError) as e:       # e.g. a function no plugin provides
+            raise QueryError(f"GPM {gdef.name}: {e} (see 'spaseq plugins')",
+                             gdef.body_pos.line, gdef.body_pos.column) from None
+
+
 class _VariableWalker:
     """Collects variable roles from an rdflib algebra tree."""
 
@@ -123,6 +162,7 @@ class _VariableWalker:
         self.graphs: set[str] = set()
         self.graph_var = False
         self.triples = 0
+        self.functions: dict[str, int] = {}     # IRIs of the functions called -> their arity
 
     def pattern(self, node, binding: bool = True) -> None:
         if isinstance(node, Variable):
@@ -201,6 +241,8 @@ class _VariableWalker:
         if expr.name in ("Builtin_EXISTS", "Builtin_NOTEXISTS"):
             self.pattern(expr.graph, False)
             return
+        if expr.name == "Function":
+            self.functions[unalias(str(expr.iri))] = len(expr.get("expr") or ())
         for key, value in expr.items():
             if not key.startswith("_"):
                 self.expression(value, record_filter)
@@ -235,11 +277,11 @@ def placement_pattern(gpm: GpmPattern) -> GpmPattern:
         text = translateAlgebra(RdflibQuery(Prologue(), CompValue("SelectQuery", p=Project(pattern, projected),
                                                                    PV=projected, datasetClause=None)))
         body = text[text.index("{") + 1:text.rindex("}")]
-        ox.Store().query("SELECT * WHERE {" + body + "}")
+        parse_only("SELECT * WHERE {" + body + "}")
     except Exception:      # rdflib cannot write this pattern back: keep the whole GPM
         return gpm
     return GpmPattern(
         name=gpm.name + " (placement)", streams=gpm.streams, body=body, prologue="", pos=gpm.pos,
         mentioned=gpm.mentioned, bindable=gpm.bindable,
         filter_vars={v: None for c in kept for v in variables(c)}, kb_graphs=gpm.kb_graphs,
-        kb_graph_var=gpm.kb_graph_var, algebra=pattern, size=gpm.size)
+        kb_graph_var=gpm.kb_graph_var, algebra=pattern, size=gpm.size, service_timeout=gpm.service_timeout)

@@ -7,6 +7,7 @@ templates are kept as source text for SPARQL.  Syntax errors become
 
 from __future__ import annotations
 
+import re
 from decimal import Decimal
 from functools import lru_cache
 from urllib.parse import urljoin
@@ -17,6 +18,7 @@ from lark import Token, Tree
 
 from ..errors import QueryError
 from ..events import as_time
+from .limits import DEFAULT_MAX_NESTING, check_nesting, check_window
 from .syntax import (
     TIME_UNITS, Aggregate, Conjunction, Disjunction, GpmDef, GpmRef, Pos, Query,
     Sequence, StreamDecl, Window,
@@ -50,8 +52,19 @@ def _expected(names) -> str:
     return ", ".join(shown[:8]) + (" ..." if len(shown) > 8 else "")
 
 
-def parse_query(text: str) -> Query:
-    """Parse SPASEQ text.  Raises :class:`QueryError` naming line and column."""
+def parse_query(text: str, max_nesting: int = DEFAULT_MAX_NESTING) -> Query:
+    """Parse SPASEQ text.  Raises :class:`QueryError` naming line and column.
+
+    Brackets nested deeper than ``max_nesting`` are refused before the
+    grammar reads the text (GPM bodies are measured in more detail by
+    :func:`~spaseq_plugin.language.gpm.analyse_gpm`).
+    """
+    surrogate = _SURROGATE.search(text)
+    if surrogate is not None:         # (only from Python: files are read as UTF-8)
+        before = text[:surrogate.start()]
+        raise QueryError(f"the text holds a lone surrogate {surrogate.group()!r}, which is not a character",
+                         before.count("\n") + 1, len(before) - before.rfind("\n"))
+    check_nesting(text, max_nesting, chains=False)
     try:
         tree = _lark().parse(text)
     except lark.UnexpectedCharacters as e:
@@ -68,6 +81,9 @@ def parse_query(text: str) -> Query:
         raise QueryError("the query ends too early; expected " + _expected(e.expected),
                          text.count("\n") + 1, 1) from None
     return _Builder(text).build(tree)
+
+
+_SURROGATE = re.compile("[\ud800-\udfff]")
 
 
 def _pos(node: Tree | Token) -> Pos:
@@ -162,7 +178,7 @@ class _Builder:
         separator = " "
         for c in agg.children:
             if isinstance(c, Tree) and c.data == "separator":
-                separator = _unquote(str(c.children[0]))
+                separator = sparql_string(c.children[0])
         if target.type == "STAR" and func != "COUNT":
             raise QueryError(f"{func}(*) is not allowed; only COUNT(*)", target.line, target.column)
         return Aggregate(func, None if target.type == "STAR" else str(target)[1:], distinct,
@@ -171,6 +187,7 @@ class _Builder:
     def _window(self, node: Tree) -> Window:
         number, unit = node.children[0], node.children[1]
         scale = TIME_UNITS[str(unit).lower()]
+        check_window(str(number), scale, _pos(number))
         seconds = as_time(Decimal(str(number)) * scale)
         if seconds <= 0:
             raise QueryError("the WITHIN window must be longer than zero", number.line, number.column)
@@ -211,5 +228,36 @@ class _Builder:
         return self.text[start + 1:end - 1], Pos(braced.meta.line, braced.meta.column + 1)
 
 
-def _unquote(s: str) -> str:
-    return bytes(s[1:-1], "utf-8").decode("unicode_escape")
+_ESCAPE = re.compile(r"\\(?:u([0-9A-Fa-f]{4})|U([0-9A-Fa-f]{8})|([tbnrf\"'\\]))|\\")
+_ECHAR = {"t": "\t", "b": "\b", "n": "\n", "r": "\r", "f": "\f", '"': '"', "'": "'", "\\": "\\"}
+
+
+def sparql_string(token: Token) -> str:
+    """The value of a SPARQL string literal token: quotes removed, escapes
+    (ECHAR ``\\t \\n ...`` and UCHAR ``\\uXXXX \\UXXXXXXXX``) replaced; anything else
+    after a backslash is an error at its line and column."""
+    text = str(token)
+    quote = 3 if text[:3] in ('"""', "'''") else 1
+    body = text[quote:-quote]
+
+    def replace(match: re.Match) -> str:
+        code = match.group(1) or match.group(2)
+        if code is not None:
+            point = int(code, 16)
+            if point <= 0x10FFFF and not 0xD800 <= point <= 0xDFFF:
+                return chr(point)
+            problem = f"{match.group()} is not a character"
+        elif match.group(3) is not None:
+            return _ECHAR[match.group(3)]
+        elif body[match.end():match.end() + 1] in ("u", "U"):
+            letter = body[match.end()]
+            problem = f"\\{letter} needs {4 if letter == 'u' else 8} hexadecimal digits"
+        else:
+            problem = (f"\\{body[match.end():match.end() + 1]} is not a SPARQL string escape "
+                       "(those are \\t \\b \\n \\r \\f \\\" \\' \\\\ \\uXXXX \\UXXXXXXXX)")
+        before = text[:quote + match.start()]
+        line = token.line + before.count("\n")
+        column = token.column + len(before) if "\n" not in before else len(before) - before.rfind("\n")
+        raise QueryError(problem, line, column)
+
+    return _ESCAPE.sub(replace, body)

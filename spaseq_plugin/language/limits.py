@@ -1,0 +1,159 @@
+"""What a query may do, and how big it may be: checked before any parser sees the text.
+
+SPARQL parsers recurse: pyoxigraph's overflows the native stack (the
+process dies with SIGSEGV) at about 2,200 nested braces, 850 nested
+``FILTER EXISTS``, 950 nested function calls, and at 2,600 to 6,900 for
+long chains of ``OPTIONAL``, ``BIND``, ``MINUS``, ``UNION`` or ``+``,
+because a chain ``a + b + c`` is a tree as deep as it is long.  rdflib's
+parser raises RecursionError much earlier, and takes seconds on thousands
+of ``&&``.  So the nesting of every text is measured here first, by a
+scanner that knows SPARQL's strings, IRIs and comments and nothing else:
+
+* the whole query: its brackets ``{ ( [`` (before the SPASEQ grammar reads it);
+* each GPM body and CONSTRUCT template: its brackets, plus, in each
+  bracket, the operators and keywords chained there (``&& || + - * / |``,
+  ``OPTIONAL MINUS UNION BIND FILTER GRAPH SERVICE VALUES``, and a group
+  ``{ }`` after another one), each one level, since parsers build a chain
+  of n of them as n nested nodes.
+
+A text deeper than :attr:`QueryLimits.max_nesting` is refused with a
+:class:`QueryError` at the line and column where the limit is passed.
+The same scan finds ``SERVICE``, which sends requests to other endpoints:
+it is refused unless :attr:`QueryLimits.allow_service` is set
+(``docs/limits.md`` lists every limit).
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+from decimal import Decimal
+
+from ..errors import QueryError
+from .syntax import Pos
+
+DEFAULT_MAX_NESTING = 100
+# Above this, some shapes come within a factor of two of pyoxigraph's stack overflow.
+MAX_NESTING_CEILING = 500
+DEFAULT_SERVICE_TIMEOUT = 30.0
+# The longest WITHIN window: about 31,700 years, beyond any stream's span; longer ones
+# only risk overflows when windows are added to timestamps or shown as floats.
+MAX_WINDOW_SECONDS = 10 ** 12
+
+
+@dataclass(frozen=True)
+class QueryLimits:
+    """What a query may do when it is compiled and run.
+
+    ``max_nesting``: the deepest nesting a text may have (see the module
+    docstring), 1 to :data:`MAX_NESTING_CEILING`.  ``allow_service``: GPMs
+    may use ``SERVICE`` (requests to other SPARQL endpoints), each
+    evaluation of such a GPM then failing after ``service_timeout`` seconds.
+    """
+
+    max_nesting: int = DEFAULT_MAX_NESTING
+    allow_service: bool = False
+    service_timeout: float = DEFAULT_SERVICE_TIMEOUT
+
+    def __post_init__(self):
+        if isinstance(self.max_nesting, bool) or not isinstance(self.max_nesting, int) \
+                or not 1 <= self.max_nesting <= MAX_NESTING_CEILING:
+            raise ValueError(f"max_nesting must be an integer from 1 to {MAX_NESTING_CEILING}, "
+                             f"not {self.max_nesting!r}")
+        timeout = self.service_timeout
+        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
+                or not math.isfinite(timeout) or timeout <= 0:
+            raise ValueError(f"service_timeout must be a positive number of seconds, not {timeout!r}")
+
+
+_TOKEN = re.compile(r"""
+    (?P<space>\s+)
+  | (?P<comment>\#[^\n]*)
+  | (?P<string>\"\"\"(?:[^"\\]|\\.|"(?!""))*\"\"\" | '''(?:[^'\\]|\\.|'(?!''))*'''
+              | "(?:[^"\\\n]|\\.)*" | '(?:[^'\\\n]|\\.)*')
+  | (?P<iri><[^<>"{}|^`\\\x00-\x20]*>)
+  | (?P<var>[?$][\w\u00B7]*)
+  | (?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)
+  | (?P<word>[^\W\d][\w.\-\u00B7]*(?::[\w.\-:%\\\u00B7]*)?|:[\w.\-:%\\\u00B7]*)
+  | (?P<chain>&&|\|\||[-+*/|])
+  | (?P<open>[{(\[])
+  | (?P<close>[})\]])
+  | (?P<other>.)
+""", re.X | re.S)
+
+_CHAIN_KEYWORDS = frozenset(("optional", "minus", "union", "bind", "filter", "graph", "service", "values"))
+
+
+def check_nesting(text: str, limit: int, origin: Pos = Pos(1, 1), *, chains: bool = True,
+                  what: str = "the query") -> Pos | None:
+    """Raise QueryError where ``text`` nests deeper than ``limit``; else return where
+    its first ``SERVICE`` keyword is (or None).
+
+    ``origin`` is where ``text`` starts in the query (for line and column).
+    With ``chains`` (a SPARQL body: the text inside a pair of braces, which
+    count as its first level), chained operators count too; without (the
+    SPASEQ skeleton, whose grammar does not recurse on its lists), brackets
+    only.
+    """
+    chained: list[int] = [0] if chains else []     # per open bracket: operators chained in it
+    groups: list[int] = [0] if chains else []      # per open bracket: groups { } opened in it
+    depth = len(chained)         # open brackets + the operators chained in them
+    service: Pos | None = None
+    for match in _TOKEN.finditer(text):
+        kind = match.lastgroup
+        if kind in _IGNORED:
+            continue
+        if kind == "close":
+            if chained:
+                depth -= 1 + chained.pop()
+                groups.pop()
+            continue
+        token = match.group()
+        if kind == "word":
+            word = token.lower()
+            if word == "service" and service is None:
+                service = _position(text, match.start(), origin)
+            chain = word in _CHAIN_KEYWORDS
+        elif kind == "open":
+            chain = False
+            if token == "{" and groups:
+                groups[-1] += 1
+                chain = groups[-1] > 1           # a group after a group: a join
+        else:                                    # an operator
+            chain = True
+        if chain and chains and chained:
+            chained[-1] += 1
+            depth += 1
+        if kind == "open":
+            chained.append(0)
+            groups.append(0)
+            depth += 1
+        if depth > limit:
+            at = _position(text, match.start(), origin)
+            raise QueryError(f"{what} nests too deeply: {depth} levels here, more than the limit of "
+                             f"{limit} (each bracket is a level, and so is each operator or keyword "
+                             "chained with others inside a bracket; see --max-nesting)",
+                             at.line, at.column)
+    return service
+
+
+_IGNORED = frozenset(("space", "comment", "string", "iri", "var", "number", "other"))
+
+
+def _position(text: str, offset: int, origin: Pos) -> Pos:
+    before = text[:offset]
+    newlines = before.count("\n")
+    if newlines:
+        return Pos(origin.line + newlines, offset - before.rfind("\n"))
+    return Pos(origin.line, origin.column + offset)
+
+
+def check_window(number: str, scale, pos: Pos) -> None:
+    """Refuse a WITHIN length (``number`` in units of ``scale`` seconds) beyond
+    :data:`MAX_WINDOW_SECONDS`, before any arithmetic on it."""
+    if Decimal(number) > Decimal(MAX_WINDOW_SECONDS) / Decimal(scale):
+        raise QueryError(f"the WITHIN window is too long: at most {MAX_WINDOW_SECONDS:,} seconds "
+                         "(about 31,700 years)", pos.line, pos.column)
+
+
