@@ -126,8 +126,13 @@ def _sparql_term(term: Term) -> str:
     return str(term)
 
 
+_STRING_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r"})
+
+
 def _escape(text: str) -> str:
-    return text.replace("\\", "\\\\").replace('"', '\\"')
+    """``text`` as the inside of a SPARQL ``"..."`` literal (the characters STRING_LITERAL2
+    cannot hold as they are: quote, backslash, line feed, carriage return)."""
+    return text.translate(_STRING_ESCAPES)
 
 
 def term_to_json(term: Term) -> dict:
