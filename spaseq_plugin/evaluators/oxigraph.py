@@ -21,11 +21,13 @@ that case only, ``isBlank`` in the GPM sees an IRI for them.
 
 from __future__ import annotations
 
+import threading
 from functools import lru_cache
 from typing import Mapping, Sequence
 
 import pyoxigraph as ox
 
+from ..errors import SpaseqError
 from ..events import Event
 from ..language.gpm import GpmPattern
 from ..kb import KnowledgeBase
@@ -111,17 +113,63 @@ class OxigraphEvaluator:
         if not columns:
             # No injected bindings: one evaluation serves every mapping.
             store, graph = self._load(event, False, gpm.uses_kb)
-            solutions = [_solution(s, gpm) for s in self._run(store, injected_query(gpm, [], mappings), graph)]
+            solutions = [_solution(s, gpm) for s in self._run(store, injected_query(gpm, [], mappings), graph, gpm)]
             return [list(solutions) for _ in mappings]
         skolemised = any(isinstance(m.get(c), ox.BlankNode) for m in mappings for c in columns)
         store, graph = self._load(event, skolemised, gpm.uses_kb)
-        for solution in self._run(store, injected_query(gpm, columns, mappings), graph):
+        for solution in self._run(store, injected_query(gpm, columns, mappings), graph, gpm):
             results[int(solution[ROW].value)].append(_solution(solution, gpm))
         return results
 
-    def _run(self, store: ox.Store, text: str, graph: ox.NamedNode):
-        return store.query(text, default_graph=graph, named_graphs=self._named_graphs,
-                           custom_functions=self._functions)
+    def _run(self, store: ox.Store, text: str, graph: ox.NamedNode, gpm: GpmPattern):
+        def run():
+            return store.query(text, default_graph=graph, named_graphs=self._named_graphs,
+                               custom_functions=self._functions)
+        if gpm.service_timeout is None:
+            return run()
+        return _with_deadline(run, gpm)
+
+
+class _Row(dict):
+    """A solution read off pyoxigraph's: unbound variables are None, as there."""
+
+    def __missing__(self, key):
+        return None
+
+
+def _with_deadline(run, gpm: GpmPattern) -> list[_Row]:
+    """The solutions of ``run()`` (a query of a GPM with SERVICE), or an error once
+    ``gpm.service_timeout`` seconds have passed.
+
+    pyoxigraph's SERVICE requests have no time limit of their own, so the query
+    runs in a thread of its own (pyoxigraph releases the GIL while it waits);
+    a thread still waiting on an endpoint after the deadline is left behind,
+    as a daemon that cannot keep the process alive.
+    """
+    outcome: list = []
+
+    def work():
+        solutions = None
+        try:
+            solutions = run()
+            names = [v.value for v in solutions.variables]
+            outcome.append([_Row((n, s[n]) for n in names) for s in solutions])
+        except Exception as e:      # noqa: BLE001 - handed to the caller's thread
+            outcome.append(e.with_traceback(None))
+        finally:
+            solutions = None        # pyoxigraph's results must be dropped in the thread that made them
+
+    thread = threading.Thread(target=work, name=f"spaseq SERVICE of GPM {gpm.name}", daemon=True)
+    thread.start()
+    thread.join(gpm.service_timeout)
+    if not outcome:
+        raise SpaseqError(f"GPM {gpm.name}: SERVICE did not answer within {gpm.service_timeout:g} s "
+                          "(--service-timeout)")
+    if isinstance(outcome[0], OSError):
+        raise SpaseqError(f"GPM {gpm.name}: SERVICE failed: {outcome[0]}")
+    if isinstance(outcome[0], Exception):
+        raise outcome[0]
+    return outcome[0]
 
 
 
