@@ -27,12 +27,16 @@ from __future__ import annotations
 
 import dataclasses
 import logging
+import math
+import numbers
 from dataclasses import dataclass, field
+from decimal import Decimal
 from typing import Callable, Iterable, Iterator
 
 import pyoxigraph as ox
 
 from ..language.compiler import CompiledQuery, compile_query
+from ..language.limits import QueryLimits
 from ..errors import EventError
 from ..events import Event, Time, as_time
 from ..evaluators.protocol import GpmEvaluator
@@ -68,15 +72,18 @@ class Engine:
     style specs (a KB opened from specs is closed by :meth:`close`);
     ``on_result`` and ``on_reject`` optional callbacks called with every
     :class:`Result` and every rejected event's :class:`EventError` as they
-    happen.
+    happen.  ``limits`` (a :class:`~spaseq_plugin.language.limits.QueryLimits`)
+    bound what the query may be and do when it is compiled here:
+    ``limits=QueryLimits(allow_service=True)`` lets GPMs use SERVICE
+    (docs/limits.md).
     """
 
     def __init__(self, query: str | CompiledQuery, kb: KnowledgeBase | object | None = None,
                  evaluator: GpmEvaluator | None = None,
                  on_result: Callable[[Result], None] | None = None,
                  on_reject: Callable[[EventError], None] | None = None,
-                 start: Time | None = None):
-        self.compiled = compile_query(query) if isinstance(query, str) else query
+                 start: Time | None = None, limits: QueryLimits | None = None):
+        self.compiled = compile_query(query, limits) if isinstance(query, str) else query
         self.kb, self._own_kb = knowledge_base(kb) if kb is not None else (None, False)
         self.evaluator = evaluator or SpectraEvaluator(self.kb)
         self.projector = Projector(self.compiled)
@@ -114,9 +121,11 @@ class Engine:
         """Push one event: a stream IRI, a timestamp (seconds), its triples.
 
         ``triples`` may be pyoxigraph Triples or an rdflib Graph.  Returns
-        the results that became final.
+        the results that became final.  Raises ValueError naming the argument
+        that is not what it should be.
         """
-        return self.push_event(Event(stream, as_time(time), _as_triples(triples), is_datetime=is_datetime))
+        return self.push_event(Event(_stream_argument(stream), _time_argument(time),
+                                     _as_triples(triples), is_datetime=bool(is_datetime)))
 
     def push_event(self, event: Event) -> list[Result]:
         """Push one :class:`Event`; a bad one is rejected (counted, kept in stats)."""
@@ -229,9 +238,50 @@ def query_warnings(compiled: CompiledQuery, kb: KnowledgeBase | None) -> list[st
     return out
 
 
+# Timestamps beyond this many seconds either way are refused: exact arithmetic on
+# them (Decimal to int) takes time that grows with their size.
+MAX_TIME = 10 ** 18
+
+
+def _stream_argument(stream) -> str:
+    if isinstance(stream, ox.NamedNode):
+        return stream.value
+    if not isinstance(stream, str) or not stream:
+        raise ValueError(f"stream must be the stream's IRI (a non-empty str), not {_shown(stream)}")
+    return stream
+
+
+def _time_argument(time) -> Time:
+    if isinstance(time, bool) or not isinstance(time, (numbers.Real, Decimal)):
+        raise ValueError(f"time must be a number of seconds (int, float or Decimal), not {_shown(time)}")
+    if isinstance(time, Decimal) and not time.is_finite() or \
+            not isinstance(time, (numbers.Integral, Decimal)) and not math.isfinite(time):
+        raise ValueError(f"time must be a finite number of seconds, not {time}")
+    if abs(time) > MAX_TIME:
+        raise ValueError(f"time must be within 10^18 seconds of 0, not {_shown(time)}")
+    if isinstance(time, numbers.Integral):
+        return int(time)
+    return as_time(time if isinstance(time, Decimal) else float(time))
+
+
+def _shown(value) -> str:
+    text = repr(value)
+    text = text[:40] + "..." if len(text) > 40 else text
+    return text if text.startswith(type(value).__name__) else f"{type(value).__name__} {text}"
+
+
 def _as_triples(data) -> tuple[ox.Triple, ...]:
     if hasattr(data, "triples") and hasattr(data, "namespace_manager"):   # an rdflib Graph
         from ..rdflib_terms import rdflib_to_ox
-        return tuple(ox.Triple(rdflib_to_ox(s), rdflib_to_ox(p), rdflib_to_ox(o))
-                     for s, p, o in data)
-    return tuple(data)
+        try:
+            return tuple(ox.Triple(rdflib_to_ox(s), rdflib_to_ox(p), rdflib_to_ox(o))
+                         for s, p, o in data)
+        except (ValueError, TypeError) as e:
+            raise ValueError(f"triples: the rdflib Graph holds what is not an RDF triple: {e}") from None
+    if isinstance(data, (str, bytes)) or not isinstance(data, Iterable):
+        raise ValueError(f"triples must be pyoxigraph Triples or an rdflib Graph, not {_shown(data)}")
+    triples = tuple(data)
+    for n, triple in enumerate(triples):
+        if not isinstance(triple, ox.Triple):
+            raise ValueError(f"triples: item {n} is a {_shown(triple)}, not a pyoxigraph Triple")
+    return triples
