@@ -36,6 +36,7 @@ from typing import IO
 from .. import __version__
 from ..compiled import describe as describe_build
 from ..language.compiler import CompiledQuery, compile_query
+from ..language.limits import DEFAULT_MAX_NESTING, DEFAULT_SERVICE_TIMEOUT, QueryLimits
 from ..runtime.engine import Engine, query_warnings
 from ..errors import EventError, LimitError, QueryError, SpaseqError, UsageError, as_usage_error
 from ..events import as_time, datetime_seconds, format_time
@@ -252,6 +253,7 @@ def _parser() -> argparse.ArgumentParser:
                      help="auto (default): a live counter on a terminal, else a line every "
                           f"{PROGRESS_INTERVAL:g} s on long runs; always: the same even with --quiet; never")
     run.add_argument("--quiet", "-q", action="store_true", help="no warnings, progress or summary")
+    _add_limit_options(run)
     run.set_defaults(func=_run)
 
     explain = sub.add_parser("explain", help="show the compiled automaton",
@@ -261,6 +263,7 @@ def _parser() -> argparse.ArgumentParser:
     explain.add_argument("--svg", metavar="FILE", help="also draw the automaton as an SVG picture into FILE")
     explain.add_argument("--kb", action="append", default=[], metavar="PATH|IRI=PATH|oxigraph:DIR",
                          help="the KB, to show how GRAPH clauses will be joined")
+    _add_limit_options(explain)
     explain.set_defaults(func=_explain)
 
     add_kb_parser(sub)
@@ -273,6 +276,28 @@ def _parser() -> argparse.ArgumentParser:
     plugins.set_defaults(func=_plugins)
     _add_logging_flags(parser)
     return parser
+
+
+def _add_limit_options(command: argparse.ArgumentParser) -> None:
+    """What a query may be and do (docs/limits.md)."""
+    command.add_argument("--max-nesting", type=int, default=DEFAULT_MAX_NESTING, metavar="N",
+                         help="refuse queries nested deeper than N levels: brackets, and operators chained "
+                              f"inside one (default {DEFAULT_MAX_NESTING}; at most 500)")
+    command.add_argument("--allow-service", action="store_true",
+                         help="let GPMs use SERVICE, which sends requests to other SPARQL endpoints "
+                              "(refused by default)")
+    command.add_argument("--service-timeout", type=float, default=DEFAULT_SERVICE_TIMEOUT, metavar="SECONDS",
+                         help="with --allow-service: a GPM evaluation waiting longer than this on its "
+                              f"SERVICE endpoints fails (default {DEFAULT_SERVICE_TIMEOUT:g})")
+
+
+def _limits(args) -> QueryLimits:
+    try:
+        return QueryLimits(max_nesting=args.max_nesting, allow_service=args.allow_service,
+                           service_timeout=args.service_timeout)
+    except ValueError as e:             # "max_nesting must be ..."
+        name, _, problem = str(e).partition(" ")
+        raise UsageError(f"--{name.replace('_', '-')}: {problem}") from None
 
 
 def _plugins(args) -> int:
@@ -288,17 +313,26 @@ def _plugins(args) -> int:
 
 
 def _read_query(path: str) -> str:
-    if path == "-":
-        return sys.stdin.read()
     try:
-        with open(path, encoding="utf-8") as f:
-            return f.read()
+        if path == "-":
+            if not hasattr(sys.stdin, "buffer"):        # a text stream put in its place
+                return sys.stdin.read()
+            data = sys.stdin.buffer.read()
+        else:
+            with open(path, "rb") as f:
+                data = f.read()
     except OSError as e:
         raise UsageError(f"cannot read query {path}: {e.strerror}") from None
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        before = data[:e.start].decode("utf-8")
+        raise QueryError(f"the query is not UTF-8 text (byte {data[e.start]:#04x})",
+                         before.count("\n") + 1, len(before) - before.rfind("\n")) from None
 
 
 def _explain(args) -> int:
-    compiled = compile_query(_read_query(args.query))
+    compiled = compile_query(_read_query(args.query), _limits(args))
     kb = _open_kb(args.kb, compiled) if args.kb else None
     for warning in (query_warnings(compiled, kb) if kb is not None else compiled.warnings):
         log.warning(warning)
@@ -442,7 +476,8 @@ def _source_scheme(location: str) -> tuple[str, str]:
 
 def _run(args) -> int:
     query_text = _read_query(args.query)
-    compiled = compile_query(query_text)
+    limits = _limits(args)
+    compiled = compile_query(query_text, limits)
     construct = compiled.query.construct is not None
     fmt = args.format or ("trig" if construct else "jsonl")
     variables = [v if isinstance(v, str) else v.alias for v in compiled.projection]
@@ -451,6 +486,9 @@ def _run(args) -> int:
     start = _parse_start(args.start) if args.start else None
     if args.engine == "spark":
         require_pyspark("--engine spark")
+        if limits != QueryLimits():
+            raise UsageError("--max-nesting, --allow-service and --service-timeout are for --engine stream "
+                             "(Spark's workers compile the query with the default limits)")
     kb_specs = list(args.kb)
     if args.kb_materialized:
         kb_specs.append(f"materialized:{args.kb_materialized}")
