@@ -91,6 +91,33 @@ class KnowledgeBase:
         return kb
 
 
+def solution_count(rows: Iterable[Solution], var: str, source: str) -> int:
+    """The number a ``SELECT (COUNT(*) AS ?var)`` query answered, checked: a KB
+    store, remote ones above all, may answer anything."""
+    row = next(iter(rows), None)
+    term = row.get(var) if isinstance(row, Mapping) else None
+    try:
+        count = int(term.value) if isinstance(term, ox.Literal) else -1
+    except ValueError:
+        count = -1
+    if count < 0:
+        raise SpaseqError(f"{source} answered a COUNT query without a count "
+                          f"(?{var} is {term if term is not None else 'unbound'})")
+    return count
+
+
+def checked_rows(rows: Iterable[Solution], variables: Iterable[str], source: str) -> list[Solution]:
+    """The solutions of a KB query, each checked to bind ``variables`` to RDF terms
+    (the query's pattern binds them all: a store that says otherwise is broken)."""
+    variables = tuple(variables)
+    out = list(rows)
+    for row in out:
+        for var in variables:
+            if not isinstance(row.get(var), (ox.NamedNode, ox.BlankNode, ox.Literal, ox.Triple)):
+                raise SpaseqError(f"{source} answered a query with a solution that does not bind ?{var}")
+    return out
+
+
 class KbSpec(NamedTuple):
     """A ``--kb`` value: a registered ``store`` and its location (``path``), or a file
     ``path`` and the named ``graph`` its triples go to (None: the file's own graphs)."""

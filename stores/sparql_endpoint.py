@@ -17,8 +17,13 @@ Oxigraph evaluator copies when it starts) refuses to copy more than
 name the graphs the query needs.  User and password in the URL are sent with
 HTTP Basic or Digest authentication, whichever the server asks for.
 
-A connection failure, an HTTP error, a time-out or results the client cannot
-read are :class:`~spaseq_plugin.errors.SpaseqError`\\ s naming the URL.
+An answer may not be longer than ``max-bytes`` (default 512 MiB), nor take
+longer than ten times ``timeout`` (each read waits at most ``timeout``
+seconds, default 30) to arrive: a server cannot fill the memory or hold a
+run forever.  A connection failure, an HTTP error, a time-out, an answer
+too long, or results the client cannot read or that do not have the
+expected shape are :class:`~spaseq_plugin.errors.SpaseqError`\\ s naming
+the URL.
 Results a server cuts at its row limit (Virtuoso says so in the
 ``X-SPARQL-MaxRows`` header) are an error for :meth:`select` rather than a
 silently smaller answer; :meth:`quads` pages through them.
@@ -32,6 +37,7 @@ from __future__ import annotations
 import json
 import re
 import socket
+import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -41,7 +47,7 @@ import pyoxigraph as ox
 
 from ..errors import SpaseqError
 from ..hookspecs import KbStore, hookimpl
-from ..kb import KnowledgeBase
+from ..kb import KnowledgeBase, solution_count
 from ..runtime.results import term_to_json
 
 JSON_RESULTS = "application/sparql-results+json"
@@ -57,6 +63,8 @@ RDF_TYPES = {
     "application/trig": ox.RdfFormat.TRIG,
 }
 _BNODE_OK = re.compile(r"[A-Za-z0-9_][A-Za-z0-9_.\-]*\Z")
+DEFAULT_MAX_BYTES = 512 * 1024 * 1024
+_CHUNK = 1 << 20
 _PROLOGUE = re.compile(r"\s*(?:#[^\n]*\n|PREFIX\s+[^:\s]*:\s*<[^>]*>|BASE\s*<[^>]*>)", re.IGNORECASE)
 
 
@@ -85,7 +93,8 @@ class SparqlEndpointKB(KnowledgeBase):
 
     def __init__(self, url: str, *, timeout: float = 30.0, method: str = "POST",
                  results: str = "json", graphs: list[str] | None = None,
-                 user: str | None = None, password: str | None = None, copy_limit: int = 1_000_000):
+                 user: str | None = None, password: str | None = None, copy_limit: int = 1_000_000,
+                 max_bytes: int = DEFAULT_MAX_BYTES):
         parts = urllib.parse.urlsplit(url)
         if parts.scheme not in ("http", "https") or not parts.hostname:
             raise SpaseqError(f"not an http(s) SPARQL endpoint URL: {url!r} (use sparql:http://host/path)")
@@ -102,6 +111,7 @@ class SparqlEndpointKB(KnowledgeBase):
             raise SpaseqError(f"sparql:{self.url}: format must be json or xml, not {results!r}")
         self.timeout = timeout
         self.copy_limit = copy_limit
+        self.max_bytes = max_bytes
         self.method = method.upper()
         self.accept = JSON_RESULTS if results == "json" else XML_RESULTS
         self.restricted = list(dict.fromkeys(graphs)) if graphs else None
@@ -118,7 +128,7 @@ class SparqlEndpointKB(KnowledgeBase):
 
     @classmethod
     def from_location(cls, location: str) -> "SparqlEndpointKB":
-        """``URL[#option=value&...]`` (options: timeout, method, format, graph, copy-limit)."""
+        """``URL[#option=value&...]`` (options: timeout, method, format, graph, copy-limit, max-bytes)."""
         url, _, fragment = location.partition("#")
         options: dict = {"graphs": []}
         for key, value in urllib.parse.parse_qsl(fragment, keep_blank_values=True):
@@ -133,15 +143,14 @@ class SparqlEndpointKB(KnowledgeBase):
                 options["results"] = value
             elif key == "graph":
                 options["graphs"].append(value.strip("<>"))
-            elif key == "copy-limit":
+            elif key in ("copy-limit", "max-bytes"):
                 try:
-                    options["copy_limit"] = int(value)
+                    options[key.replace("-", "_")] = int(value)
                 except ValueError:
-                    raise SpaseqError(f"sparql:{url}: copy-limit must be a number of triples, "
-                                      f"not {value!r}") from None
+                    raise SpaseqError(f"sparql:{url}: {key} must be a whole number, not {value!r}") from None
             else:
                 raise SpaseqError(f"sparql:{url}: unknown option {key!r} "
-                                  "(timeout, method, format, graph, copy-limit)")
+                                  "(timeout, method, format, graph, copy-limit, max-bytes)")
         return cls(url, **options)
 
     # -- the SPARQL protocol --------------------------------------------------------------
@@ -163,7 +172,7 @@ class SparqlEndpointKB(KnowledgeBase):
             self.requests += 1
             try:
                 with self._opener.open(req, timeout=self.timeout) as response:
-                    body = response.read()
+                    body = self._read(response)
                     media = response.headers.get_content_type()
                     return body, media, dict(response.headers.items())
             except urllib.error.HTTPError as e:
@@ -185,6 +194,23 @@ class SparqlEndpointKB(KnowledgeBase):
                 raise SpaseqError(f"lost the connection to the SPARQL endpoint {self.url}: {e}") from None
         raise AssertionError("unreachable")
 
+    def _read(self, response) -> bytes:
+        """The answer's body, at most ``max_bytes`` long, within ten times the timeout."""
+        deadline = time.monotonic() + 10 * self.timeout
+        chunks, size = [], 0
+        while True:
+            chunk = response.read1(_CHUNK)
+            if not chunk:
+                return b"".join(chunks)
+            size += len(chunk)
+            if size > self.max_bytes:
+                raise SpaseqError(f"the SPARQL endpoint {self.url} sent an answer longer than "
+                                  f"{self.max_bytes:,} bytes (raise the limit with #max-bytes=N)")
+            if time.monotonic() > deadline:
+                raise SpaseqError(f"the SPARQL endpoint {self.url} took more than {10 * self.timeout:g} s "
+                                  "to send its answer (ten times its timeout)")
+            chunks.append(chunk)
+
     def results(self, sparql: str) -> ox.QuerySolutions | ox.QueryBoolean:
         """The answer to a SELECT or ASK query, as pyoxigraph results (read completely)."""
         body, media, headers = self.request(sparql)
@@ -205,7 +231,7 @@ class SparqlEndpointKB(KnowledgeBase):
         # Blank node labels pyoxigraph refuses (Virtuoso's "nodeID://b10000"): relabel them.
         try:
             return _read_results(_relabel_blank_nodes(body, fmt), fmt)
-        except (SyntaxError, ValueError) as e:
+        except (SyntaxError, ValueError, AttributeError, TypeError) as e:   # (JSON of another shape)
             raise SpaseqError(f"cannot read the results of the SPARQL endpoint {self.url}: {e}") from None
 
     def query_results(self, sparql: str):
@@ -291,8 +317,8 @@ class SparqlEndpointKB(KnowledgeBase):
             yield from self._graph_quads(name)
 
     def _count(self, graph: str) -> int:
-        return int(next(iter(self.select(
-            f"SELECT (COUNT(*) AS ?n) WHERE {{ GRAPH <{graph}> {{ ?s ?p ?o }} }}")))["n"].value)
+        return solution_count(self.select(f"SELECT (COUNT(*) AS ?n) WHERE {{ GRAPH <{graph}> {{ ?s ?p ?o }} }}"),
+                              "n", f"the SPARQL endpoint {self.url}")
 
     def _graph_quads(self, graph: str) -> Iterator[ox.Quad]:
         g = ox.NamedNode(graph)
@@ -306,7 +332,12 @@ class SparqlEndpointKB(KnowledgeBase):
             rows = 0
             for solution in results:
                 rows += 1
-                yield ox.Quad(solution["s"], solution["p"], solution["o"], g)
+                try:
+                    quad = ox.Quad(solution["s"], solution["p"], solution["o"], g)
+                except (KeyError, TypeError, ValueError):
+                    raise SpaseqError(f"the SPARQL endpoint {self.url} answered a query for the triples "
+                                      f"of <{graph}> with a solution that is not a triple") from None
+                yield quad
             if page is None and (limit is None or rows < limit):
                 return
             if page is None:

@@ -67,7 +67,7 @@ from ..language.filters import NotCompilable, compile_filter, conjuncts, variabl
 from ..language.gpm import GpmPattern
 from .oxigraph import OxigraphEvaluator
 from .protocol import Solution, Term
-from ..kb import KnowledgeBase
+from ..kb import KnowledgeBase, checked_rows, solution_count
 from ..rdflib_terms import rdflib_to_ox, unalias
 from .sparql_values import Unsupported, canonical, native, term_cache
 
@@ -96,6 +96,10 @@ class _KbJoin:
     strategy: str = MATERIALIZE
     rows: dict = field(default_factory=dict)   # shared key -> list of solutions
     text: str = ""
+
+    @property
+    def variables(self) -> frozenset[str]:
+        return frozenset().union(*(p.vars for p in self.patterns))
 
 
 @dataclass(eq=False)
@@ -327,12 +331,16 @@ class SpectraEvaluator:
             return join                        # no KB: the GRAPH block matches nothing
         solutions = _materialized_solutions(self.kb, graph, patterns)
         if solutions is None:
-            count_text = join.text.replace("%VALUES%", "").replace("SELECT *", "SELECT (COUNT(*) AS ?n)", 1)
-            count = int(next(iter(self.kb.select(count_text)))["n"].value)
+            count_var = "count"
+            while count_var in join.variables:      # a name of its own (SPARQL 18.2.4.1)
+                count_var += "_"
+            count_text = join.text.replace("%VALUES%", "").replace("SELECT *", f"SELECT (COUNT(*) AS ?{count_var})", 1)
+            count = solution_count(self.kb.select(count_text), count_var, f"the KB ({self.kb.description})")
             if count > self.materialize_limit and shared:
                 join.strategy = LOOKUP
                 return join
-            solutions = self.kb.select(join.text.replace("%VALUES%", ""))
+            solutions = checked_rows(self.kb.select(join.text.replace("%VALUES%", "")), join.variables,
+                                     f"the KB ({self.kb.description})")
         for solution in solutions:
             row = {v: canonical(t) for v, t in solution.items()}
             join.rows.setdefault(tuple(row[v] for v in shared), []).append(row)
@@ -407,7 +415,8 @@ class SpectraEvaluator:
         values = "VALUES (" + " ".join("?" + v for v in join.shared) + ") { (" + \
                  " ".join(str(t) for t in key) + ") }"
         rows = [{v: canonical(t) for v, t in solution.items()}
-                for solution in self.kb.select(join.text.replace("%VALUES%", values))]
+                for solution in checked_rows(self.kb.select(join.text.replace("%VALUES%", values)),
+                                             join.variables, f"the KB ({self.kb.description})")]
         if len(join.rows) > 100_000:
             join.rows.clear()
         return rows
