@@ -19,6 +19,7 @@ from .events import Event
 from .hookspecs import KbStore, ResultSink, StreamSource, hookimpl
 from .kb import KnowledgeBase
 from .language.compiler import CompiledQuery, compile_query
+from .language.limits import QueryLimits
 from .runtime.engine import Engine, RunStats
 from .runtime.results import Result
 from .stores.rdflib_store import RdflibKB
@@ -30,6 +31,6 @@ except PackageNotFoundError:        # run from a source tree that is not install
 
 __all__ = [
     "CompiledQuery", "Engine", "Event", "EventError", "KbStore", "KnowledgeBase", "LimitError", "QueryError",
-    "RdflibKB", "Result", "ResultSink", "RunStats", "SpaseqError", "StreamSource", "UsageError", "compile_query",
-    "hookimpl",
+    "QueryLimits", "RdflibKB", "Result", "ResultSink", "RunStats", "SpaseqError", "StreamSource", "UsageError",
+    "compile_query", "hookimpl",
 ]
