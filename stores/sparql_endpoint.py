@@ -20,10 +20,10 @@ HTTP Basic or Digest authentication, whichever the server asks for.
 An answer may not be longer than ``max-bytes`` (default 512 MiB), nor take
 longer than ten times ``timeout`` (each read waits at most ``timeout``
 seconds, default 30) to arrive: a server cannot fill the memory or hold a
-run forever.  A connection failure, an HTTP error, a time-out, an answer
-too long, or results the client cannot read or that do not have the
-expected shape are :class:`~spaseq_plugin.errors.SpaseqError`\\ s naming
-the URL.
+run forever.  Reaching one of these limits (or ``copy-limit``) is a
+:class:`~spaseq_plugin.errors.LimitError`; a connection failure, an HTTP
+error, or results the client cannot read or that do not have the expected
+shape are :class:`~spaseq_plugin.errors.SpaseqError`\\ s; both name the URL.
 Results a server cuts at its row limit (Virtuoso says so in the
 ``X-SPARQL-MaxRows`` header) are an error for :meth:`select` rather than a
 silently smaller answer; :meth:`quads` pages through them.
@@ -45,7 +45,7 @@ from typing import Iterator
 
 import pyoxigraph as ox
 
-from ..errors import SpaseqError
+from ..errors import LimitError, SpaseqError
 from ..hookspecs import KbStore, hookimpl
 from ..kb import KnowledgeBase, solution_count
 from ..runtime.results import term_to_json
@@ -184,11 +184,11 @@ class SparqlEndpointKB(KnowledgeBase):
             except urllib.error.URLError as e:
                 reason = e.reason
                 if isinstance(reason, (socket.timeout, TimeoutError)):
-                    raise SpaseqError(f"the SPARQL endpoint {self.url} did not answer within "
+                    raise LimitError(f"the SPARQL endpoint {self.url} did not answer within "
                                       f"{self.timeout:g} s") from None
                 raise SpaseqError(f"cannot reach the SPARQL endpoint {self.url}: {reason}") from None
             except (socket.timeout, TimeoutError):
-                raise SpaseqError(f"the SPARQL endpoint {self.url} did not answer within "
+                raise LimitError(f"the SPARQL endpoint {self.url} did not answer within "
                                   f"{self.timeout:g} s") from None
             except (ConnectionError, OSError) as e:
                 raise SpaseqError(f"lost the connection to the SPARQL endpoint {self.url}: {e}") from None
@@ -204,10 +204,10 @@ class SparqlEndpointKB(KnowledgeBase):
                 return b"".join(chunks)
             size += len(chunk)
             if size > self.max_bytes:
-                raise SpaseqError(f"the SPARQL endpoint {self.url} sent an answer longer than "
+                raise LimitError(f"the SPARQL endpoint {self.url} sent an answer longer than "
                                   f"{self.max_bytes:,} bytes (raise the limit with #max-bytes=N)")
             if time.monotonic() > deadline:
-                raise SpaseqError(f"the SPARQL endpoint {self.url} took more than {10 * self.timeout:g} s "
+                raise LimitError(f"the SPARQL endpoint {self.url} took more than {10 * self.timeout:g} s "
                                   "to send its answer (ten times its timeout)")
             chunks.append(chunk)
 
@@ -308,7 +308,7 @@ class SparqlEndpointKB(KnowledgeBase):
         total = sum(sizes.values())
         if total > self.copy_limit:
             biggest = ", ".join(f"<{n}> ({sizes[n]:,})" for n in sorted(names, key=lambda n: -sizes[n])[:3])
-            raise SpaseqError(
+            raise LimitError(
                 f"the SPARQL endpoint {self.url} holds {total:,} triples in {len(names)} named graphs "
                 f"(largest: {biggest}): more than the {self.copy_limit:,} this KB copies for queries "
                 "that need every graph; name the graphs the query uses (sparql:URL#graph=IRI&graph=IRI) "

@@ -24,7 +24,7 @@ import pyoxigraph as ox
 import pytest
 import rdflib
 
-from spaseq_plugin import Engine, KnowledgeBase, QueryError, QueryLimits, SpaseqError, compile_query
+from spaseq_plugin import Engine, KnowledgeBase, LimitError, QueryError, QueryLimits, SpaseqError, compile_query
 from spaseq_plugin.language.limits import DEFAULT_MAX_NESTING, MAX_NESTING_CEILING
 
 from helpers import EX, event, rows
@@ -322,10 +322,10 @@ def test_a_silent_service_fails_after_the_timeout(silent, tmp_path):
     started = time.monotonic()
     p = spaseq("run", "q.rq", "--stream", stream_file(tmp_path), "--allow-service", "--service-timeout", "1",
                cwd=tmp_path, timeout=60)
-    assert p.returncode == 1 and "GPM B: SERVICE did not answer within 1 s (--service-timeout)" in p.stderr, p.stderr
+    assert p.returncode == 3 and "GPM B: SERVICE did not answer within 1 s (--service-timeout)" in p.stderr, p.stderr
     assert "Traceback" not in p.stderr and time.monotonic() - started < 30
     engine = Engine(service_query(silent.url), limits=QueryLimits(allow_service=True, service_timeout=0.5))
-    with pytest.raises(SpaseqError, match="did not answer within 0.5 s"):
+    with pytest.raises(LimitError, match="did not answer within 0.5 s"):
         list(engine.run(events()))
     assert silent.accepted
 
@@ -342,8 +342,14 @@ def test_an_allowed_service_is_evaluated():
         endpoint.close()
 
 
-def test_a_failing_service_is_a_clear_error():
-    endpoint = Endpoint(reply=lambda q: (500, "text/plain", b"broken"))
+@pytest.mark.parametrize("status, media, body", [
+    (500, "text/plain", b"broken"),
+    (200, "application/sparql-results+json", b"garbage"),
+    (200, "application/sparql-results+json", b'{"head": {"vars": ["r"]}, "results": {"bindings": [{"r": {}}]}}'),
+    (200, "text/html", b"<html>"),
+])
+def test_a_failing_service_is_a_clear_error(status, media, body):
+    endpoint = Endpoint(reply=lambda q: (status, media, body))
     try:
         engine = Engine(service_query(endpoint.url), limits=QueryLimits(allow_service=True, service_timeout=20))
         with pytest.raises(SpaseqError, match="GPM B: SERVICE failed"):
@@ -493,7 +499,7 @@ def test_kb_endpoint_reply_bytes_and_time_are_bounded():
     endpoint = Endpoint(reply=lambda q: (200, "application/sparql-results+json", big))
     try:
         kb = KnowledgeBase.from_specs([f"sparql:{endpoint.url}#max-bytes=1000000"])
-        with pytest.raises(SpaseqError, match="sent an answer longer than 1,000,000 bytes"):
+        with pytest.raises(LimitError, match="sent an answer longer than 1,000,000 bytes"):
             list(kb.select("SELECT * WHERE { ?s ?p ?o }"))
         assert list(KnowledgeBase.from_specs([f"sparql:{endpoint.url}"]).select("SELECT * WHERE { ?s ?p ?o }")) == []
     finally:
@@ -520,7 +526,7 @@ def test_kb_endpoint_reply_bytes_and_time_are_bounded():
         threading.Thread(target=drip, daemon=True).start()
         kb = KnowledgeBase.from_specs([f"sparql:http://127.0.0.1:{dripping.getsockname()[1]}/sparql#timeout=0.2"])
         started = time.monotonic()
-        with pytest.raises(SpaseqError, match="took more than 2 s to send its answer"):
+        with pytest.raises(LimitError, match="took more than 2 s to send its answer"):
             list(kb.select("SELECT * WHERE { ?s ?p ?o }"))
         assert time.monotonic() - started < 20
 

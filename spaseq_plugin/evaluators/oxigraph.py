@@ -27,7 +27,7 @@ from typing import Mapping, Sequence
 
 import pyoxigraph as ox
 
-from ..errors import SpaseqError
+from ..errors import LimitError, SpaseqError
 from ..events import Event
 from ..language.gpm import GpmPattern
 from ..kb import KnowledgeBase
@@ -163,9 +163,9 @@ def _with_deadline(run, gpm: GpmPattern) -> list[_Row]:
     thread.start()
     thread.join(gpm.service_timeout)
     if not outcome:
-        raise SpaseqError(f"GPM {gpm.name}: SERVICE did not answer within {gpm.service_timeout:g} s "
+        raise LimitError(f"GPM {gpm.name}: SERVICE did not answer within {gpm.service_timeout:g} s "
                           "(--service-timeout)")
-    if isinstance(outcome[0], OSError):
+    if isinstance(outcome[0], (OSError, RuntimeError)):     # no answer, an HTTP error, a bad reply
         raise SpaseqError(f"GPM {gpm.name}: SERVICE failed: {outcome[0]}")
     if isinstance(outcome[0], Exception):
         raise outcome[0]
