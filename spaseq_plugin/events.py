@@ -9,31 +9,51 @@ which decides how results print their time.
 from __future__ import annotations
 
 import datetime as _dt
+import math
+import re
 from dataclasses import dataclass
-from decimal import Decimal, InvalidOperation
+from decimal import Decimal
 
 import pyoxigraph as ox
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
 PROV_GENERATED_AT = ox.NamedNode("http://www.w3.org/ns/prov#generatedAtTime")
 
-_INTEGER_TYPES = {XSD + t for t in (
-    "integer", "int", "long", "short", "byte", "nonNegativeInteger", "positiveInteger",
-    "negativeInteger", "nonPositiveInteger", "unsignedInt", "unsignedLong",
-    "unsignedShort", "unsignedByte")}
-_REAL_TYPES = {XSD + "decimal", XSD + "double", XSD + "float"}
+# Integer types and the bounds of their value spaces (None: unbounded).
+_INTEGER_TYPES: dict[str, tuple[int | None, int | None]] = {XSD + name: bounds for name, bounds in {
+    "integer": (None, None), "nonNegativeInteger": (0, None), "positiveInteger": (1, None),
+    "nonPositiveInteger": (None, 0), "negativeInteger": (None, -1),
+    "long": (-2**63, 2**63 - 1), "int": (-2**31, 2**31 - 1), "short": (-2**15, 2**15 - 1),
+    "byte": (-2**7, 2**7 - 1), "unsignedLong": (0, 2**64 - 1), "unsignedInt": (0, 2**32 - 1),
+    "unsignedShort": (0, 2**16 - 1), "unsignedByte": (0, 2**8 - 1)}.items()}
+_DECIMAL = XSD + "decimal"
+_FLOATING_TYPES = {XSD + "double", XSD + "float"}
 _DATETIME_TYPES = {XSD + "dateTime", XSD + "dateTimeStamp"}
 
 # Exact: window edges (τ_last − τ_first ≤ ω) must not depend on binary rounding.
 Time = int | Decimal
 
+#: The representable timestamps: from 0001-01-01T00:00:00Z (included) to
+#: 10000-01-01T00:00:00Z (excluded), in seconds since 1970-01-01T00:00:00Z,
+#: for numbers and dateTimes alike, with at most ``MAX_FRACTION_DIGITS``
+#: digits after the point.  Within it every time, and every difference of
+#: two times, has at most 21 significant digits: Decimal arithmetic (28
+#: digits) stays exact, and every time prints as an xsd:dateTime.
+MIN_TIME = -62_135_596_800
+MAX_TIME = 253_402_300_800
+MAX_FRACTION_DIGITS = 9
+_LIMITS = "0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z, or as many seconds from 1970"
 
-@dataclass(frozen=True, slots=True, eq=False)
+
+@dataclass(slots=True, eq=False)
 class Event:
     """One graph event.
 
     ``triples`` is the event's graph; ``name`` the graph name it had in its
     file (or ``None``); ``position`` where it was read (``file:line``).
+    Treat an event as immutable (``dataclasses.replace`` makes a changed
+    copy); it is not frozen only because a frozen dataclass costs three
+    times as much to build, once per event of the input.
     """
 
     stream: str
@@ -44,44 +64,144 @@ class Event:
     is_datetime: bool = False
 
 
+# The XSD lexical forms (XML Schema 1.1 part 2), ASCII digits only.  Python's
+# int() and Decimal() also take '8_000', non-ASCII digits and exponents.
+_INTEGER_FORM = re.compile(r"[+-]?[0-9]+", re.ASCII)
+_DECIMAL_FORM = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)", re.ASCII)
+_DOUBLE_FORM = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+_DATETIME_FORM = re.compile(
+    r"(-?[0-9]{4,})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]+)?"
+    r"(Z|[+-][0-9]{2}:[0-9]{2})?", re.ASCII)
+_XSD_SPACE = " \t\n\r"                  # whitespace="collapse" trims only these
+_MAX_LEXICAL = 64                       # longer numbers cannot be in range at that precision
+
+_MINUTES: dict[str, int] = {}           # 'YYYY-MM-DDTHH:MM' -> its seconds (canonical UTC forms)
+
+
 def parse_timestamp(term: ox.Term) -> tuple[Time, bool]:
     """Read a timestamp literal: ``(seconds, is_datetime)``.
 
-    Numbers (integer, decimal, double) are seconds; an ``xsd:dateTime``
-    without a time zone is UTC.  Raises ``ValueError`` on anything else.
+    Numbers (``xsd:integer`` and its subtypes, ``xsd:decimal``,
+    ``xsd:double``, ``xsd:float``) are seconds; an ``xsd:dateTime`` without a
+    time zone is UTC.  The lexical form must be one XSD allows (ASCII digits,
+    no '_', no exponent in a decimal, no INF or NaN) and the value must be in
+    the representable range (``MIN_TIME`` to ``MAX_TIME``, at most
+    ``MAX_FRACTION_DIGITS`` digits after the point).  Raises ``ValueError``
+    saying which rule the literal breaks.
     """
-    if not isinstance(term, ox.Literal):
+    if type(term) is not ox.Literal:
         raise ValueError(f"timestamp is not a literal: {term}")
-    dt = term.datatype.value
-    text = term.value.strip()
-    if dt in _INTEGER_TYPES:
-        return int(text), False
-    if dt in _REAL_TYPES:
-        try:
-            value = Decimal(text)
-        except InvalidOperation:
-            raise ValueError(f"not a number: {text!r}") from None
-        if not value.is_finite():
-            raise ValueError(f"timestamp must be finite: {text!r}")
-        return _exact(value), False
-    if dt in _DATETIME_TYPES:
-        return datetime_seconds(text), True
-    raise ValueError(f"timestamp must be a number or xsd:dateTime, not <{dt}>")
+    datatype = term.datatype.value
+    if datatype in _DATETIME_TYPES:
+        text = term.value
+        # The common case, a canonical UTC time in a minute already seen, costs a lookup.
+        if len(text) == 20 and text[19] == "Z":
+            base = _MINUTES.get(text[:16])
+            if base is not None and text[16] == ":" and text[17:19].isdigit() \
+                    and text[17] < "6" and text[17:19].isascii():
+                return base + int(text[17:19]), True
+        return datetime_seconds(text, datatype == XSD + "dateTimeStamp"), True
+    text = term.value.strip(_XSD_SPACE)
+    bounds = _INTEGER_TYPES.get(datatype)
+    if bounds is not None:
+        if not (text.isdigit() and text.isascii() and len(text) <= 12):
+            _check_form(_INTEGER_FORM, text, "integer")
+        value = int(text)
+        low, high = bounds
+        if (low is not None and value < low) or (high is not None and value > high):
+            raise ValueError(f"{text} is not a valid <{datatype}>")
+        return _in_range(value, text), False
+    if datatype == _DECIMAL:
+        form = _DECIMAL_FORM
+    elif datatype in _FLOATING_TYPES:
+        form = _DOUBLE_FORM
+    else:
+        raise ValueError(f"timestamp must be a number or xsd:dateTime, not <{datatype}>")
+    if datatype != _DECIMAL and text.lstrip("+-") in ("INF", "NaN"):
+        raise ValueError(f"timestamp must be finite: {text!r}")
+    _check_form(form, text, datatype[len(XSD):])
+    return _in_range(Decimal(text), text), False
 
 
-def datetime_seconds(text: str) -> Time:
-    """Seconds since the epoch of an ISO 8601 / xsd:dateTime lexical form (exact)."""
-    moment = _dt.datetime.fromisoformat(text.replace("Z", "+00:00"))
-    if moment.tzinfo is None:
-        moment = moment.replace(tzinfo=_dt.timezone.utc)
-    delta = moment - _EPOCH
-    seconds = delta.days * 86400 + delta.seconds
-    if not delta.microseconds:
-        return seconds
-    return _exact(Decimal(seconds) + Decimal(delta.microseconds) / 1000000)
+def _check_form(form: re.Pattern, text: str, name: str) -> None:
+    if not form.fullmatch(text):
+        raise ValueError(f"not an XSD {name}: {_show_text(text)}")
+    if len(text) > _MAX_LEXICAL:
+        raise ValueError(f"timestamp {_show_text(text)} is longer than {_MAX_LEXICAL} characters: "
+                         f"outside the representable range ({_LIMITS}) or finer than a nanosecond")
 
 
-_EPOCH = _dt.datetime(1970, 1, 1, tzinfo=_dt.timezone.utc)
+def datetime_seconds(text: str, zone_required: bool = False) -> Time:
+    """Seconds since 1970-01-01T00:00:00Z of an xsd:dateTime lexical form
+    (exact; without a time zone it is UTC).  Raises ``ValueError`` for a
+    form XSD does not allow (``2024-02-30``, ``25:00:00``, a space for the
+    ``T``...) or a time outside the representable range."""
+    text = text.strip(_XSD_SPACE)
+    match = _DATETIME_FORM.fullmatch(text) if len(text) <= _MAX_LEXICAL else None
+    if match is None:
+        raise ValueError(f"not an xsd:dateTime: {_show_text(text)}")
+    year, month, day, hour, minute, second, fraction, zone = match.groups()
+    if (len(year.lstrip("-")) > 4 and year.lstrip("-")[0] == "0") or year.lstrip("-") == "0000" \
+            or not 1 <= int(month) <= 12 or not 1 <= int(day) <= 31:
+        raise ValueError(f"not an xsd:dateTime: {text!r}")
+    year_number = int(year)
+    if not 1 <= year_number <= 9999:
+        raise ValueError(f"timestamp {text} is outside the representable range ({_LIMITS})")
+    try:
+        days = _dt.date(year_number, int(month), int(day)).toordinal() - _EPOCH_ORDINAL
+    except ValueError:
+        raise ValueError(f"not an xsd:dateTime: {text!r} (no such day)") from None
+    hours, minutes, seconds = int(hour), int(minute), int(second)
+    # (24:00:00 is allowed: the next day's 00:00:00)
+    if (hours > 23 or minutes > 59 or seconds > 59) and not (
+            hours == 24 and minutes == seconds == 0 and not (fraction or "0").strip(".0")):
+        raise ValueError(f"not an xsd:dateTime: {text!r} (no such time of day)")
+    offset = 0
+    if zone is None:
+        if zone_required:
+            raise ValueError(f"an xsd:dateTimeStamp needs a time zone: {text!r}")
+    elif zone != "Z":
+        zone_hours, zone_minutes = int(zone[1:3]), int(zone[4:6])
+        if zone_minutes > 59 or zone_hours * 60 + zone_minutes > 14 * 60:
+            raise ValueError(f"not an xsd:dateTime: {text!r} (time zones go from -14:00 to +14:00)")
+        offset = (zone_hours * 3600 + zone_minutes * 60) * (1 if zone[0] == "+" else -1)
+    whole = days * 86400 + hours * 3600 + minutes * 60 + seconds - offset
+    if fraction and fraction.rstrip("0") != ".":
+        return _in_range(whole + Decimal(fraction), text)
+    value = _in_range(whole, text)
+    if zone == "Z" and len(text) == 20 and hours < 24:
+        _remember_minute(text[:16], whole - seconds)
+    return value
+
+
+def _remember_minute(minute: str, seconds: int) -> None:
+    if len(_MINUTES) >= 4096:
+        _MINUTES.clear()
+    _MINUTES[minute] = seconds
+
+
+def _in_range(value: Time, text: str) -> Time:
+    """``value`` as an exact :data:`Time`, or ``ValueError`` when it is outside
+    the representable range or finer than ``MAX_FRACTION_DIGITS``."""
+    # (compared before anything else: int() of 1e999999999 would never end)
+    if not MIN_TIME <= value < MAX_TIME:
+        raise ValueError(f"timestamp {_show_text(text)} is outside the representable range ({_LIMITS})")
+    if type(value) is int:
+        return value
+    exact = _exact(value)
+    if type(exact) is not int and -exact.as_tuple().exponent > MAX_FRACTION_DIGITS:
+        raise ValueError(f"timestamp {_show_text(text)} has more than {MAX_FRACTION_DIGITS} digits "
+                         "after the point (the finest time is a nanosecond)")
+    return exact
+
+
+def _show_text(text: str) -> str:
+    """A literal's text in a message: quoted, escaped, cut when long."""
+    return repr(text if len(text) <= 80 else text[:60] + "...") + (
+        f" ({len(text)} characters)" if len(text) > 80 else "")
+
+
+_EPOCH_ORDINAL = _dt.date(1970, 1, 1).toordinal()
 
 
 def _exact(value: Decimal) -> Time:
@@ -96,18 +216,42 @@ def as_time(number) -> Time:
 
 
 def format_time(time: Time, is_datetime: bool) -> int | float | str:
-    """A timestamp as results print it: a JSON number, or an ISO 8601 string in UTC."""
+    """A timestamp as results print it: a JSON number, or an xsd:dateTime in
+    UTC (``2024-01-01T10:00:00Z``; a fraction of a second with six digits,
+    or all of them below a microsecond).  Any time prints, also one past
+    the representable range, such as the end of a window after the last
+    representable second."""
     if not is_datetime:
         return time if isinstance(time, int) else float(time)
-    whole = int(time // 1)
-    moment = _EPOCH + _dt.timedelta(seconds=whole, microseconds=int((time - whole) * 1000000))
-    return moment.isoformat().replace("+00:00", "Z")
+    whole = math.floor(time)
+    days, seconds = divmod(whole, 86400)
+    year, month, day = _civil(days)
+    text = f"{year:04d}-{month:02d}-{day:02d}T{seconds // 3600:02d}:{seconds // 60 % 60:02d}:{seconds % 60:02d}"
+    if whole != time:
+        fraction = format(time - whole, "f")[1:].rstrip("0")
+        text += fraction.ljust(7, "0")
+    return text + "Z"
+
+
+def _civil(days: int) -> tuple[int, int, int]:
+    """(year, month, day) of a day counted from 1970-01-01, proleptic Gregorian,
+    for any year (H. Hinnant's days_from_civil inverse)."""
+    days += 719468
+    era = days // 146097
+    day_of_era = days - era * 146097
+    year_of_era = (day_of_era - day_of_era // 1460 + day_of_era // 36524 - day_of_era // 146096) // 365
+    day_of_year = day_of_era - (365 * year_of_era + year_of_era // 4 - year_of_era // 100)
+    shifted_month = (5 * day_of_year + 2) // 153
+    day = day_of_year - (153 * shifted_month + 2) // 5 + 1
+    month = shifted_month + 3 if shifted_month < 10 else shifted_month - 9
+    return year_of_era + era * 400 + (month <= 2), month, day
 
 
 def time_literal(time: Time, is_datetime: bool) -> ox.Literal:
-    """A timestamp as an RDF literal (for CONSTRUCT output events)."""
+    """A timestamp as an RDF literal (for CONSTRUCT output events), in a
+    lexical form ``parse_timestamp`` reads back to the same time."""
     if is_datetime:
         return ox.Literal(format_time(time, True), datatype=ox.NamedNode(XSD + "dateTime"))
     if isinstance(time, int):
         return ox.Literal(str(time), datatype=ox.NamedNode(XSD + "integer"))
-    return ox.Literal(str(time), datatype=ox.NamedNode(XSD + "decimal"))
+    return ox.Literal(format(time, "f"), datatype=ox.NamedNode(XSD + "decimal"))
