@@ -7,6 +7,7 @@ The command line's exit status follows the class: ``QueryError`` and
 from __future__ import annotations
 
 import contextlib
+import re
 
 
 class SpaseqError(Exception):
@@ -30,13 +31,42 @@ class QueryError(SpaseqError):
 class EventError(SpaseqError):
     """A rejected input event: malformed, untimed, duplicate or out of order.
 
-    ``position`` is where it came from, e.g. ``power.trig:12``.
+    ``position`` is where it came from, e.g. ``power.trig:12``; ``reason``
+    a short code saying which rule it breaks (``syntax``, ``too-large``,
+    ``truncated``, ``bad-timestamp``, ``no-timestamp``, ``two-timestamps``,
+    ``split-graph``, ``duplicate``, ``out-of-order``, ``kind``,
+    ``time-jump``, ``late``; ``invalid`` for anything else).  What was
+    rejected, for the dead-letter file: ``text`` (the statement as read,
+    cut at a limit, ``text_length`` long in full) or ``event`` (an event
+    that was read but breaks an order rule), and ``graph`` (the event's
+    graph name).  Control characters from the input are escaped in the
+    message and the position, so that a message is one line of plain text.
     """
 
-    def __init__(self, message: str, position: str | None = None):
-        self.message = message
-        self.position = position
-        super().__init__(f"{position}: {message}" if position else message)
+    def __init__(self, message: str, position: str | None = None, *, reason: str = "invalid",
+                 graph: str | None = None, text: str | None = None, text_length: int | None = None,
+                 event=None):
+        self.message = escape_controls(message)
+        self.position = escape_controls(position) if position else position
+        self.reason = reason
+        self.graph = graph
+        self.text = text
+        self.text_length = len(text) if text_length is None and text is not None else text_length
+        self.event = event
+        super().__init__(f"{self.position}: {self.message}" if self.position else self.message)
+
+
+# C0 and C1 controls, DEL, and the bidirectional overrides that can make a
+# terminal show text other than what it is.
+_CONTROLS = re.compile("[\x00-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069]")
+
+
+def escape_controls(text: str) -> str:
+    """``text`` with control characters written as ``\\xNN`` / ``\\uNNNN`` escapes."""
+    if _CONTROLS.search(text) is None:
+        return text
+    return _CONTROLS.sub(lambda m: f"\\x{ord(m[0]):02x}" if ord(m[0]) < 0x100 else f"\\u{ord(m[0]):04x}",
+                         text)
 
 
 class UsageError(SpaseqError):

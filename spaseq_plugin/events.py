@@ -76,6 +76,8 @@ _XSD_SPACE = " \t\n\r"                  # whitespace="collapse" trims only these
 _MAX_LEXICAL = 64                       # longer numbers cannot be in range at that precision
 
 _MINUTES: dict[str, int] = {}           # 'YYYY-MM-DDTHH:MM' -> its seconds (canonical UTC forms)
+_SECONDS = {f"{second:02d}": second for second in range(60)}
+_DATETIME_NODE = ox.NamedNode(XSD + "dateTime")
 
 
 def parse_timestamp(term: ox.Term) -> tuple[Time, bool]:
@@ -91,16 +93,20 @@ def parse_timestamp(term: ox.Term) -> tuple[Time, bool]:
     """
     if type(term) is not ox.Literal:
         raise ValueError(f"timestamp is not a literal: {term}")
-    datatype = term.datatype.value
-    if datatype in _DATETIME_TYPES:
+    node = term.datatype
+    if node == _DATETIME_NODE:
         text = term.value
-        # The common case, a canonical UTC time in a minute already seen, costs a lookup.
-        if len(text) == 20 and text[19] == "Z":
+        # The common case, a canonical UTC time in a minute already seen, costs two lookups.
+        if len(text) == 20 and text[19] == "Z" and text[16] == ":":
             base = _MINUTES.get(text[:16])
-            if base is not None and text[16] == ":" and text[17:19].isdigit() \
-                    and text[17] < "6" and text[17:19].isascii():
-                return base + int(text[17:19]), True
-        return datetime_seconds(text, datatype == XSD + "dateTimeStamp"), True
+            if base is not None:
+                second = _SECONDS.get(text[17:19])
+                if second is not None:
+                    return base + second, True
+        return datetime_seconds(text), True
+    datatype = node.value
+    if datatype in _DATETIME_TYPES:
+        return datetime_seconds(term.value, datatype == XSD + "dateTimeStamp"), True
     text = term.value.strip(_XSD_SPACE)
     bounds = _INTEGER_TYPES.get(datatype)
     if bounds is not None:

@@ -80,7 +80,8 @@ import pyoxigraph as ox
 from ..errors import EventError, SpaseqError
 from ..events import Event
 from ..hookspecs import StreamSource, hookimpl
-from .files import _Assembler, _check_order, _Lines, _TrigParser, _Unit, line_units, parse_line_batch, trig_units
+from .files import order_check
+from .reader import EventReader, OrderCheck, check_order, event_reader
 
 __all__ = [
     "LiveOptions",
@@ -250,48 +251,26 @@ def sniff_format(head: bytes, at_end: bool) -> ox.RdfFormat | None:
     return None
 
 
-def _nquads_units(chunks: Iterable[bytes], where: str) -> Iterator[_Unit | EventError]:
-    """One unit per N-Quads statement of a text given chunk by chunk (complete
-    lines only; the lines of a chunk are parsed together when they can be)."""
-    buf = b""
-    number = 0
-    for chunk in itertools.chain(chunks, [b"\n"]):
-        buf += chunk
-        *complete, buf = buf.split(b"\n")
-        lines = []
-        for text in complete:
-            number += 1
-            stripped = text.strip()
-            if stripped and not stripped.startswith(b"#"):
-                lines.append((number, text + b"\n"))
-        if lines:
-            yield from line_units(parse_line_batch(lines, ox.RdfFormat.N_QUADS, where))
-
-
-def _trig_units(chunks: Iterable[bytes], where: str, base: str | None) -> Iterator[_Unit | _Lines | EventError]:
-    parser = _TrigParser(where)
-    if base:
-        parser.base = base
-    return trig_units(chunks, parser)
-
-
 class TextReader:
     """Events of one TriG or N-Quads text read as it arrives (standard input,
-    one TCP connection, one MQTT message), with the stream file rules.
+    one TCP connection, one MQTT message), with the stream file rules
+    (``streams/reader.py``).
 
     :meth:`run` reads the chunks and passes each ``Event``/``EventError`` to
     ``emit``.  The chunk iterator may call :meth:`idle` whenever it would
     wait for more bytes: the event being read is then judged complete if
     it has its timestamp (a later block of its graph will be rejected).
+    ``order``: an ``OrderCheck`` for the text's events (None: none here).
     """
 
     def __init__(self, where: str, stream: str, rdf_format: ox.RdfFormat | None = None,
-                 base: str | None = None):
+                 base: str | None = None, order: OrderCheck | None = None):
         self.where = where
         self.stream = stream
         self.rdf_format = rdf_format
         self.base = base
-        self._assembler: _Assembler | None = None
+        self.order = order
+        self._reader: EventReader | None = None
         self._emit: Callable[[Event | EventError], None] | None = None
 
     def run(self, chunks: Iterable[bytes], emit: Callable[[Event | EventError], None]) -> None:
@@ -306,27 +285,21 @@ class TextReader:
                     break
             else:
                 rdf_format = sniff_format(head, at_end=True)
-        text = itertools.chain([head], chunks)
-        if rdf_format == ox.RdfFormat.N_QUADS:
-            units = _nquads_units(text, self.where)
-        else:
-            units = _trig_units(text, self.where, self.base)
-        assembler = self._assembler = _Assembler(self.where, self.stream)
-        for unit in units:
-            for item in assembler.take(unit):
+        reader = self._reader = event_reader(self.where, self.stream, rdf_format, base=self.base,
+                                             order=self.order)
+        for chunk in itertools.chain([head], chunks):
+            for item in reader.feed(chunk):
                 emit(item)
-        for item in assembler.finish():
+        for item in reader.finish():
             emit(item)
-        self._assembler = None
+        self._reader = None
 
     def idle(self) -> None:
         """The sender paused: the graph being read is complete."""
-        assembler = self._assembler
-        if assembler is None or self._emit is None:
+        reader = self._reader
+        if reader is None or self._emit is None:
             return
-        assembler.current = assembler.pending = None
-        assembler._flush()
-        for item in assembler._drain():
+        for item in reader.pause():
             self._emit(item)
 
 
@@ -447,7 +420,7 @@ class LiveSource(Reconnecting):
         self.start()
         limit = self.options.max_events
         try:
-            for item in _check_order(self._received()):
+            for item in check_order(self._received(), order_check()):
                 if isinstance(item, EventError):
                     self.rejected += 1
                 else:

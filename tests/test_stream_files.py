@@ -11,7 +11,7 @@ import pytest
 
 from spaseq_plugin.errors import EventError
 from spaseq_plugin.events import Event
-from spaseq_plugin.streams import files
+from spaseq_plugin.streams import files, reader
 from spaseq_plugin.streams.files import (
     merge_streams,
     open_stream,
@@ -231,15 +231,15 @@ def test_graph_split_around_another_event_is_rejected(tmp_path):
 def test_late_block_is_told_while_the_graph_is_remembered(tmp_path, monkeypatch):
     """Finished graphs are remembered in two generations of DONE_MEMORY / 2: a
     late block of one of the last DONE_MEMORY / 2 graphs is still told apart."""
-    monkeypatch.setattr(files, "DONE_MEMORY", 4)
+    monkeypatch.setattr(reader, "DONE_MEMORY", 4)
     path = write(tmp_path / "s.trig", HEADER + trig_events(3) + ":e2 { :late :p :o . }\n")
     items = list(read_stream_file(path, S))
     assert summary(items)[-1] == "error@10" and "already read as an event" in items[-1].message
-    monkeypatch.setattr(files, "DONE_MEMORY", 2)        # e2 is forgotten: a graph with no timestamp
+    monkeypatch.setattr(reader, "DONE_MEMORY", 2)       # e2 is forgotten: a graph with no timestamp
     path = write(tmp_path / "s.trig", HEADER + trig_events(4) + ":e2 { :late :p :o . }\n")
     items = list(read_stream_file(path, S))
     assert summary(items)[-1] == "error@12" and "has no timestamp" in items[-1].message
-    finished = files._Finished(4)
+    finished = reader._Finished(4)
     for n in range(7):
         finished.add(n, n)
     assert [finished.get(n, None) for n in range(7)] == [None, None, None, None, 4, 5, 6]
@@ -279,14 +279,14 @@ def test_reading_is_lazy(tmp_path, monkeypatch):
     path = write(tmp_path / "s.trig", HEADER + trig_events(5000))
     monkeypatch.setattr(files, "_CHUNK_BYTES", 1024)
     read = []
-    real_chunks = files._chunks
 
-    def counting(p):
-        for chunk in real_chunks(p):
-            read.append(len(chunk))
-            yield chunk
+    class Counting(files._Chunks):
+        def __iter__(self):
+            for chunk in super().__iter__():
+                read.append(len(chunk))
+                yield chunk
 
-    monkeypatch.setattr(files, "_chunks", counting)
+    monkeypatch.setattr(files, "_Chunks", Counting)
     first = next(read_stream_file(path, S))
     assert first.time == 1
     assert sum(read) < os.path.getsize(path) / 10
@@ -319,7 +319,7 @@ def test_nquads(tmp_path):
 
 
 def test_nquads_bad_line_rejected(tmp_path, monkeypatch):
-    monkeypatch.setattr(files, "_NQUADS_BATCH_LINES", 4)    # errors inside a batch
+    monkeypatch.setattr(reader, "FAST_BYTES", 200)           # errors inside a piece
     text = nquads([(1, 1), (2, 2), (3, 3)])
     lines = text.splitlines(keepends=True)
     lines[4] = f"<{EX}x2> <{EX}p> <{EX}g2> .. broken\n"          # line 5: a triple of g2

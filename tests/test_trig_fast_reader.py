@@ -1,5 +1,6 @@
-"""TriG stream files read in batches give exactly what statement-by-statement
-reading gives (streams/files.py, "How").
+"""Stream texts read by the fast reading give exactly what the careful,
+statement-by-statement reading gives (streams/reader.py, "How"): TriG and
+N-Quads.
 
 Hypothesis builds random stream files from a grammar of pieces: one-line and
 multi-line graph blocks (``GRAPH``, prefixed, full, relative and blank node
@@ -9,10 +10,11 @@ missing, unreadable), directives anywhere (``@prefix``, ``PREFIX``, ``BASE``,
 and long strings holding '.', '}', '#', quotes and newlines, empty blocks, a
 graph split into blocks, nested blank nodes and lists, annotations, syntax
 errors in blocks and in triples statements, unclosed blocks and strings,
-several statements on one line, CRLF and lone CR line ends.  Each file is
-read with small and large chunks and batches, with ``_TRIG_BATCHES`` on and
-off, and the two readings must agree on every event (stream, time, kind of
-time, triples, name, position) and every error (message, position).
+several statements on one line, CRLF and lone CR line ends, '{' in strings
+and comments, a graph written as two blocks in a row.  Each file is read
+with small and large chunks and pieces, with ``reader.FAST`` on and off, and
+the two readings must agree on every event (stream, time, kind of time,
+triples, name, position) and every rejection (message, position, reason).
 
 Anonymous blank nodes get fresh random labels at each parse, so they are
 renamed by order of appearance before comparing.  Profiles as in
@@ -30,7 +32,7 @@ from hypothesis import example, given, note
 from hypothesis import strategies as st
 
 from spaseq_plugin.errors import EventError
-from spaseq_plugin.streams import files
+from spaseq_plugin.streams import files, reader
 from spaseq_plugin.streams.files import read_stream_file
 
 S = "http://example.org/s"
@@ -146,9 +148,9 @@ BROKEN = [
     'ex:s ex:p """open',
     "ex:g7 { ex:s ex:p ex:o . } }",
     "{ ex:s ex:p ex:o . }",
+    'ex:g6 prov:generatedAtTime "1e999999999"^^xsd:double .',
+    'ex:g5 prov:generatedAtTime "8_000"^^xsd:integer .',
 ]
-# What the batch reading puts after each line: the file may hold it too.
-MARKER = files._MARKED_NEWLINE.decode().strip().splitlines()[-1]
 COMMENTS = ["# a comment . { }", "", "   ", "# with \"\"\" and prefix", "#", "\t# base"]
 
 
@@ -179,7 +181,7 @@ def pieces(draw) -> list[str]:
     if kind == 20:
         return [draw(st.sampled_from(BROKEN))]
     if kind == 21:
-        return [MARKER]
+        return draw(block(name)) + draw(block(name))        # a graph in two blocks in a row
     return [draw(st.sampled_from(COMMENTS))]
 
 
@@ -213,13 +215,13 @@ def trig_files(draw) -> bytes:
 _ANONYMOUS = re.compile(r"_:([0-9a-f]{20,})")
 
 
-def outcome(path: str, batches: bool) -> str:
-    with mock.patch.object(files, "_TRIG_BATCHES", batches):
+def outcome(path: str, fast: bool) -> str:
+    with mock.patch.object(reader, "FAST", fast):
         items = list(read_stream_file(path, S))
     out = []
     for item in items:
         if isinstance(item, EventError):
-            out.append(("error", item.message, item.position))
+            out.append(("error", item.message, item.position, item.reason))
         else:
             out.append(("event", item.stream, repr(item.time), item.is_datetime,
                         tuple(str(t) for t in item.triples), str(item.name), item.position))
@@ -229,47 +231,81 @@ def outcome(path: str, batches: bool) -> str:
     return _ANONYMOUS.sub(lambda m: names.setdefault(m.group(1), f"_:anon{len(names)}"), text)
 
 
-def check(data: bytes, chunk: int, batch: int) -> None:
+def check(data: bytes, chunk: int, piece: int, name: str = "s.trig") -> None:
     with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "s.trig")
+        path = os.path.join(folder, name)
         with open(path, "wb") as f:
             f.write(data)
         with mock.patch.object(files, "_CHUNK_BYTES", chunk), \
-                mock.patch.object(files, "_BATCH_BYTES", batch), \
-                mock.patch.object(files, "_BATCH_BYTES_AFTER_ERROR", min(batch, 1 << 12)):
-            slow = outcome(path, batches=False)
-            fast = outcome(path, batches=True)
+                mock.patch.object(reader, "FAST_BYTES", piece), \
+                mock.patch.object(reader, "FAST_BYTES_AFTER_ERROR", min(piece, 1 << 12)):
+            careful = outcome(path, fast=False)
+            fast = outcome(path, fast=True)
         note(data.decode(errors="replace"))
-        assert fast == slow
+        assert fast == careful
 
 
 CHUNKS = st.sampled_from([1, 3, 17, 64, 1 << 20])
 BATCHES = st.sampled_from([1, 100, 1 << 16])
 HEAD = HEADERS[0].encode()
-MARK = MARKER.encode() + b"\n"
 
 
 @given(trig_files(), CHUNKS, BATCHES)
-# Each of these goes wrong when one safeguard of the batch reading is left out.
+# Each of these goes wrong when one safeguard of the fast reading is left out.
 @example(HEAD + b"ex:g1 { }\n", 1 << 20, 1 << 16)                  # empty block
 @example(HEAD + b"ex:a ex:b ex:c . ex:g1 { }\nex:g1 prov:generatedAtTime 1 .\n", 1 << 20, 1 << 16)
 @example(HEAD + b'ex:a ex:b ex:c . VERSION "1.2"\n'                  # directive without '.'
          b"ex:g1 { ex:s ex:p ex:o }\nex:g1 prov:generatedAtTime 1 .\n", 1 << 20, 1 << 16)
-@example(HEAD + b"ex:a ex:b ex:c .@prefix ex: <http://o/> .\n"       # ...not read as one
+@example(HEAD + b"ex:a ex:b ex:c .@prefix ex: <http://o/> .\n"       # a prefix changed mid-piece
          b"ex:g1 { ex:s ex:p ex:o }\nex:g1 prov:generatedAtTime 1 .\n"
          b"@prefix ex: <http://example/> .\n", 1 << 20, 1 << 16)
 @example(HEAD + b"ex:a ex:b ex:c . # x\rex:g1 { ex:s ex:p ex:o }\n"  # comment ended by CR
          b"ex:g1 prov:generatedAtTime 1 .\n", 1 << 20, 1 << 16)
-@example(HEAD + MARK                                                 # a marker in the file
-         + b"ex:g1 prov:generatedAtTime 1 .\nex:g1 { ex:s ex:p ex:o }\n", 1 << 20, 1 << 16)
-@example(HEAD + b'ex:a ex:b """x\ny""" .\n' + MARK                   # ...and a long string
-         + b"ex:g1 prov:generatedAtTime 1 .\nex:g1 { ex:s ex:p ex:o }\n", 1 << 20, 1 << 16)
-def test_batches_read_like_statements(data, chunk, batch):
+@example(HEAD + b'ex:g1 prov:generatedAtTime 1 .\nex:g1 { ex:s ex:p "{" }\n'   # '{' in a string
+         b'ex:g2 prov:generatedAtTime 2 .\n{ ex:s ex:p ex:o }\nex:g2 { ex:s ex:p ex:o }\n', 1 << 20, 1 << 16)
+@example(HEAD + b"ex:g1 prov:generatedAtTime 1 .\nex:g1 { ex:s ex:p ex:o }\n"   # the blocks of one graph
+         b"ex:g1 { ex:s ex:p ex:q }\nex:g2 prov:generatedAtTime 2 .\nex:g2 { ex:s ex:p ex:o }\n",
+         1 << 20, 1 << 16)
+@example(HEAD + b"ex:g1 { ex:s ex:p ex:o }\nex:g2 { ex:s ex:p ex:o }\n"          # a stamp late...
+         b"ex:g2 prov:generatedAtTime 2 .\nex:g1 prov:generatedAtTime 1 .\n", 1 << 20, 1 << 16)
+@example(HEAD + b"ex:g1 prov:generatedAtTime 1 .\nex:g1 { ex:s ex:p ex:o }\n"   # ...or repeated
+         b"ex:g1 prov:generatedAtTime 2 .\n", 1 << 20, 1 << 16)
+def test_fast_reads_like_careful(data, chunk, batch):
     check(data, chunk, batch)
 
 
-def test_batches_are_used():
-    # The bench layout is read by batches only: no statement reaches parse().
+@st.composite
+def nquads_files(draw) -> bytes:
+    """N-Quads stream files: stamps before or after their graph's quads, graphs
+    cut in two, blank and comment lines, bad lines, bad and repeated stamps."""
+    lines = []
+    time = 0
+    for _ in range(draw(st.integers(0, 30))):
+        n = draw(st.integers(0, 6))
+        graph = f"<http://example/g{n}>"
+        time = max(0, time + draw(st.sampled_from([1, 1, 1, 2, 0, -1])))
+        stamp = f'{graph} {PROV} "{draw(st.sampled_from([str(time)] * 4 + ["x", "1e99999"]))}"^^<{XSD}integer> .'
+        quads = [f"<http://example/s> <http://example/p> \"{i}\" {graph} ." for i in range(draw(st.integers(1, 3)))]
+        kind = draw(st.integers(0, 9))
+        if kind <= 5:
+            lines += [stamp] + quads
+        elif kind <= 7:
+            lines += quads + [stamp]
+        elif kind == 8:
+            lines += quads
+        else:
+            lines.append(draw(st.sampled_from(["", "# c", "  # c", "<http://a> <http://b> .", "<x y> <p> <o> .",
+                                               stamp, stamp + " # c"])))
+    return ("\n".join(lines) + draw(st.sampled_from(["\n", ""]))).encode()
+
+
+@given(nquads_files(), CHUNKS, st.sampled_from([1, 200, 1 << 16]))
+def test_fast_reads_nquads_like_careful(data, chunk, piece):
+    check(data, chunk, piece, "s.nq")
+
+
+def test_fast_reading_is_used():
+    # The bench layout is read by the fast reading only: no statement reaches parse().
     text = "".join(f'<http://example/g{i}> {PROV} "{i}"^^<{XSD}integer> .\n'
                    f"<http://example/g{i}> {{ <http://example/s> <http://example/p> {i} . }}\n"
                    for i in range(1, 200)).encode()
@@ -277,7 +313,7 @@ def test_batches_are_used():
         path = os.path.join(folder, "s.trig")
         with open(path, "wb") as f:
             f.write(text)
-        with mock.patch.object(files._TrigParser, "parse", side_effect=AssertionError):
+        with mock.patch.object(reader._TrigParser, "parse", side_effect=AssertionError):
             items = list(read_stream_file(path, S))
     assert [item.time for item in items] == list(range(1, 200))
     assert [item.position for item in items] == [f"{path}:{2 * i}" for i in range(1, 200)]

@@ -29,6 +29,7 @@ import dataclasses
 import logging
 import math
 import numbers
+from collections import Counter
 from dataclasses import dataclass, field
 from decimal import Decimal
 from typing import Callable, Iterable, Iterator
@@ -50,9 +51,20 @@ from .nfa_runtime import Match, Runtime
 log = logging.getLogger(__name__)
 
 
+#: How many rejections ``RunStats.rejections`` keeps (the first ones).
+REJECTION_SAMPLE = 100
+
+
 @dataclass
 class RunStats:
-    """What a run did: shown in the CLI's summary."""
+    """What a run did: shown in the CLI's summary.
+
+    Rejections are counted, in all (``rejected``) and by reason
+    (``rejected_by_reason``: ``EventError.reason`` -> count), and the first
+    ``REJECTION_SAMPLE`` are kept in ``rejections`` (message and position
+    only): memory does not grow with the number of rejected events.
+    Callers who want every one pass ``on_reject`` to the engine.
+    """
     events: int = 0
     triples: int = 0
     rejected: int = 0
@@ -61,6 +73,14 @@ class RunStats:
     peak_runs: int = 0
     rejections: list[EventError] = field(default_factory=list)
     ignored: int = 0                    # events of streams the query does not read
+    rejected_by_reason: Counter = field(default_factory=Counter)
+
+    def count_rejection(self, error: EventError) -> None:
+        self.rejected += 1
+        self.rejected_by_reason[error.reason] += 1
+        if len(self.rejections) < REJECTION_SAMPLE:
+            self.rejections.append(EventError(error.message, error.position, reason=error.reason,
+                                              graph=error.graph))
 
 
 class Engine:
@@ -133,7 +153,9 @@ class Engine:
             event = dataclasses.replace(event, time=as_time(event.time))
         problem = self._check(event)
         if problem is not None:
-            self.reject(EventError(problem, event.position))
+            message, reason = problem
+            self.reject(EventError(message, event.position, reason=reason, event=event,
+                                   graph=None if event.name is None else str(event.name)))
             return self._drain()
         if event.stream not in self.compiled.streams:
             self._ignore(event.stream)
@@ -148,8 +170,7 @@ class Engine:
         return self._drain()
 
     def reject(self, error: EventError) -> None:
-        self.stats.rejected += 1
-        self.stats.rejections.append(error)
+        self.stats.count_rejection(error)
         if self.on_reject is not None:
             self.on_reject(error)
 
@@ -183,18 +204,22 @@ class Engine:
             known = ", ".join(f"<{iri}>" for iri in sorted(self.compiled.streams))
             log.warning("events of stream <%s> are ignored: the query reads %s", stream, known)
 
-    def _check(self, event: Event) -> str | None:
+    def _check(self, event: Event) -> tuple[str, str] | None:
+        """Why ``event`` cannot come next: (message, reason), or None."""
         if self._kind is not None and event.is_datetime != self._kind and \
                 event.stream in self.compiled.streams:
-            return "timestamp kind differs from the stream set's (numbers vs xsd:dateTime)"
+            return "timestamp kind differs from the stream set's (numbers vs xsd:dateTime)", "kind"
         last = self._last_per_stream.get(event.stream)
         if last is not None:
             if event.time == last:
-                return f"duplicate event: stream <{event.stream}> already has an event at {event.time}"
+                return (f"duplicate event: stream <{event.stream}> already has an event at {event.time}",
+                        "duplicate")
             if event.time < last:
-                return f"out of order: stream <{event.stream}> is already at {last}, this event is at {event.time}"
+                return (f"out of order: stream <{event.stream}> is already at {last}, this event is at "
+                        f"{event.time}", "out-of-order")
         if self._time is not None and event.time < self._time:
-            return f"out of order: the stream set is already at {self._time}, this event is at {event.time}"
+            return (f"out of order: the stream set is already at {self._time}, this event is at {event.time}",
+                    "out-of-order")
         if event.stream in self.compiled.streams:
             self._kind = event.is_datetime
         return None

@@ -414,13 +414,14 @@ def evaluate_piece(piece: int, records: Iterable[EventRecord], query_text: str, 
     compiled = _cached(("query", query_text), lambda: compile_query(query_text))
     kb = _worker_kb(kb_specs)
     engine = _PieceEngine(compiled, kb, cut, piece, start)
+    rejections = []         # every one (engine.stats keeps only a sample)
+    engine.on_reject = lambda error: rejections.append((error.position, error.message))
     started = clock.perf_counter()
     ordered = sorted(records, key=EventRecord.sort_key)
     owned = []
     for result in engine.run(record.event() for record in ordered):
         times = tuple(e.time for e in result.events)      # the streaming engine's order (runtime)
         owned.append(((result.time, times, piece, len(owned)), pack_result(result)))
-    rejections = [(e.position, e.message) for e in engine.stats.rejections]
     return PieceOutput(owned, rejections, engine.stats.peak_runs, engine.stats.matches,
                        len(ordered), clock.perf_counter() - started)
 
@@ -590,8 +591,7 @@ class SparkRun:
 
     def _reject(self, position: str | None, message: str) -> None:
         error = EventError(message, position)
-        self.stats.rejected += 1
-        self.stats.rejections.append(error)
+        self.stats.count_rejection(error)
         if self.on_reject is not None:
             self.on_reject(error)
 
