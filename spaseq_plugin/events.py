@@ -33,16 +33,19 @@ _DATETIME_TYPES = {XSD + "dateTime", XSD + "dateTimeStamp"}
 # Exact: window edges (τ_last − τ_first ≤ ω) must not depend on binary rounding.
 Time = int | Decimal
 
-#: The representable timestamps: from 0001-01-01T00:00:00Z (included) to
-#: 10000-01-01T00:00:00Z (excluded), in seconds since 1970-01-01T00:00:00Z,
-#: for numbers and dateTimes alike, with at most ``MAX_FRACTION_DIGITS``
-#: digits after the point.  Within it every time, and every difference of
-#: two times, has at most 21 significant digits: Decimal arithmetic (28
-#: digits) stays exact, and every time prints as an xsd:dateTime.
-MIN_TIME = -62_135_596_800
-MAX_TIME = 253_402_300_800
+#: The representable timestamps.  An xsd:dateTime lies from
+#: 0001-01-01T00:00:00Z (included) to 10000-01-01T00:00:00Z (excluded) once
+#: its time zone is applied, so that it prints as one; a number of seconds
+#: lies strictly between -10^15 and 10^15 (a count of milliseconds since 1970
+#: fits).  Both have at most ``MAX_FRACTION_DIGITS`` digits after the point.
+#: Every time, and every difference of two, then has at most 25 significant
+#: digits: Decimal arithmetic (28 digits) stays exact.
+MIN_DATETIME = -62_135_596_800
+MAX_DATETIME = 253_402_300_800
+MAX_NUMBER = 10 ** 15
 MAX_FRACTION_DIGITS = 9
-_LIMITS = "0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z, or as many seconds from 1970"
+_DATETIME_LIMITS = "0001-01-01T00:00:00Z to 9999-12-31T23:59:59Z"
+_NUMBER_LIMITS = "numbers of seconds from -10^15 to 10^15, exclusive"
 
 
 @dataclass(slots=True, eq=False)
@@ -116,7 +119,7 @@ def parse_timestamp(term: ox.Term) -> tuple[Time, bool]:
         low, high = bounds
         if (low is not None and value < low) or (high is not None and value > high):
             raise ValueError(f"{text} is not a valid <{datatype}>")
-        return _in_range(value, text), False
+        return _in_range(value, text, False), False
     if datatype == _DECIMAL:
         form = _DECIMAL_FORM
     elif datatype in _FLOATING_TYPES:
@@ -126,7 +129,7 @@ def parse_timestamp(term: ox.Term) -> tuple[Time, bool]:
     if datatype != _DECIMAL and text.lstrip("+-") in ("INF", "NaN"):
         raise ValueError(f"timestamp must be finite: {text!r}")
     _check_form(form, text, datatype[len(XSD):])
-    return _in_range(Decimal(text), text), False
+    return _in_range(Decimal(text), text, False), False
 
 
 def _check_form(form: re.Pattern, text: str, name: str) -> None:
@@ -134,7 +137,7 @@ def _check_form(form: re.Pattern, text: str, name: str) -> None:
         raise ValueError(f"not an XSD {name}: {_show_text(text)}")
     if len(text) > _MAX_LEXICAL:
         raise ValueError(f"timestamp {_show_text(text)} is longer than {_MAX_LEXICAL} characters: "
-                         f"outside the representable range ({_LIMITS}) or finer than a nanosecond")
+                         f"outside the representable range ({_NUMBER_LIMITS}) or finer than a nanosecond")
 
 
 def datetime_seconds(text: str, zone_required: bool = False) -> Time:
@@ -152,7 +155,7 @@ def datetime_seconds(text: str, zone_required: bool = False) -> Time:
         raise ValueError(f"not an xsd:dateTime: {text!r}")
     year_number = int(year)
     if not 1 <= year_number <= 9999:
-        raise ValueError(f"timestamp {text} is outside the representable range ({_LIMITS})")
+        raise ValueError(f"timestamp {text} is outside the representable range ({_DATETIME_LIMITS})")
     try:
         days = _dt.date(year_number, int(month), int(day)).toordinal() - _EPOCH_ORDINAL
     except ValueError:
@@ -173,8 +176,8 @@ def datetime_seconds(text: str, zone_required: bool = False) -> Time:
         offset = (zone_hours * 3600 + zone_minutes * 60) * (1 if zone[0] == "+" else -1)
     whole = days * 86400 + hours * 3600 + minutes * 60 + seconds - offset
     if fraction and fraction.rstrip("0") != ".":
-        return _in_range(whole + Decimal(fraction), text)
-    value = _in_range(whole, text)
+        return _in_range(whole + Decimal(fraction), text, True)
+    value = _in_range(whole, text, True)
     if zone == "Z" and len(text) == 20 and hours < 24:
         _remember_minute(text[:16], whole - seconds)
     return value
@@ -186,12 +189,13 @@ def _remember_minute(minute: str, seconds: int) -> None:
     _MINUTES[minute] = seconds
 
 
-def _in_range(value: Time, text: str) -> Time:
+def _in_range(value: Time, text: str, is_datetime: bool) -> Time:
     """``value`` as an exact :data:`Time`, or ``ValueError`` when it is outside
     the representable range or finer than ``MAX_FRACTION_DIGITS``."""
     # (compared before anything else: int() of 1e999999999 would never end)
-    if not MIN_TIME <= value < MAX_TIME:
-        raise ValueError(f"timestamp {_show_text(text)} is outside the representable range ({_LIMITS})")
+    if not (MIN_DATETIME <= value < MAX_DATETIME if is_datetime else -MAX_NUMBER < value < MAX_NUMBER):
+        raise ValueError(f"timestamp {_show_text(text)} is outside the representable range "
+                         f"({_DATETIME_LIMITS if is_datetime else _NUMBER_LIMITS})")
     if type(value) is int:
         return value
     exact = _exact(value)

@@ -299,9 +299,11 @@ class _Chunks:
             if self.span is not None:
                 f.seek(self.span[0])
                 left = self.span[1] - self.span[0]
+            # (read1: a read that ends in an error keeps nothing of what it had read)
+            read = getattr(f, "read1", f.read)
             while left is None or left > 0:
                 try:
-                    chunk = f.read(_CHUNK_BYTES if left is None else min(_CHUNK_BYTES, left))
+                    chunk = read(_CHUNK_BYTES if left is None else min(_CHUNK_BYTES, left))
                 except EOFError:
                     self.truncated = "the gzip file is truncated (it ends before its end marker)"
                     return

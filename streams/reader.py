@@ -247,22 +247,22 @@ class _TrigReader(EventReader):
             if tail > MAX_STATEMENT_BYTES:
                 # A line too long to keep: it, and the statement it is in, are dropped
                 # as they come; reading goes on at the next line.
-                line, label = splitter.abandon()
+                line, label, head = splitter.abandon()
                 graph = self.parser.graph_name(label) if label is not None else None
-                self.long_line = (line, tail, graph)
+                self.long_line = (line, tail, graph, head)
         return self._out()
 
     def _skip_long_line(self, chunk: bytes) -> bytes:
-        line, length, graph = self.long_line
+        line, length, graph, head = self.long_line
         newline = chunk.find(b"\n")
         if newline < 0:
-            self.long_line = (line, length + len(chunk), graph)
+            self.long_line = (line, length + len(chunk), graph, head)
             return b""
         self.long_line = None
         self._take([EventError(f"line of {length + newline:,} bytes is longer than the limit of "
                                f"{MAX_STATEMENT_BYTES:,} bytes: its statement is skipped",
-                               f"{self.where}:{line}", reason="too-large", text_length=length + newline,
-                               graph=None if graph is None else str(graph))]
+                               f"{self.where}:{line}", reason="too-large", text=head.decode("utf-8", "replace"),
+                               text_length=length + newline, graph=None if graph is None else str(graph))]
                    + ([_Unit(line, [], graph, rejected=True)] if graph is not None else []))
         self.splitter.restart(self.splitter.line_no + 1)
         return chunk[newline + 1:]
@@ -279,7 +279,7 @@ class _TrigReader(EventReader):
                 self._take(self.parser.parse(item))
         else:
             self._read()
-            line, label = splitter.abandon()
+            line, label, _ = splitter.abandon()
             graph = self.parser.graph_name(label) if label is not None else None
             self._take([EventError(f"{truncated}: the text from line {line} on is lost",
                                    f"{self.where}:{line}", reason="truncated",
@@ -1146,16 +1146,18 @@ _LONG_BODY = {34: re.compile(rb'(?:"{0,2}(?:[^"\\]|\\.))*+', re.S),
 _SHORT_STRING = rb'"(?!"")(?:[^"\\\n]|\\.)*+"' rb"|'(?!'')(?:[^'\\\n]|\\.)*+'"
 # RDF 1.2 annotations {| ... |} are not graph blocks.
 _SKIPPED = b"|".join([_IRI, _LONG_STRING, _SHORT_STRING, rb"#[^\r\n]*+", rb"\\.", rb"\{\||\|\}"])
-# A '.' ends a statement only when a space, a comment or the end follows: the
-# '.' of 1.5 or of ex:a.b does not.
-_END_DOT = rb"\.(?=[\s#]|\Z)"
+# A '.' ends a statement unless, as pyoxigraph reads it, it is inside a
+# prefixed name (ex:a.b) or starts or is inside a number (1.5, .5).
+_NAME_CHAR = rb"[\w:%\\.\-\x80-\xff]"
+_END_DOT = rb"\.(?!" + _NAME_CHAR + rb")|(?<!" + _NAME_CHAR + rb")\.(?![0-9])"
+_INNER_DOT = rb"(?<=" + _NAME_CHAR + rb")\.(?=" + _NAME_CHAR + rb")|\.(?=[0-9])"
 _SPARQL_DIRECTIVE = (rb"(?i:prefix)\s++[^\s:]*+:\s*+<[^>\s]*+>|(?i:base)\s++<[^>\s]*+>"
                      rb"|(?i:version)\s++(?:\"[^\"\r\n]*+\"|'[^'\r\n]*+')")
 
 # Fast path: one whole statement, when it is well formed and complete.  A
 # lone '<', '|' or quote (not an IRI, annotation or string) is plain content.
 _ATOM = (rb"[^<\"'#{}.\\|]++|" + _SKIPPED
-         + rb"|<|\||\"(?!\"\")|'(?!'')|\.(?![\s#]|\Z)")
+         + rb"|<|\||\"(?!\"\")|'(?!'')|" + _INNER_DOT)
 _STATEMENT = re.compile(
     rb"(?:\s++|#[^\r\n]*+)*+(?P<text>" + _SPARQL_DIRECTIVE
     + rb"|(?:" + _ATOM + rb")*+(?:" + _END_DOT + rb"|(?P<brace>\{)(?:" + _ATOM + rb"|\.)*+\}))",
@@ -1338,21 +1340,27 @@ class _TrigSplitter:
         string, a missing '.' (None if only space is left)."""
         return self._cut(len(self.buf), unclosed=self.depth == 1 and self.long_quote is None)
 
-    def abandon(self) -> tuple[int, bytes | None]:
+    def abandon(self) -> tuple[int, bytes | None, bytes]:
         """Forget the statement being read and the rest of the text (cut short,
         or a line too long): the statement's first line (or the line where
-        the text is cut), and its graph block's label if it is one.  The
-        splitter then waits at the line after the last complete one."""
+        the text is cut), its graph block's label if it is one, and its
+        first ``TEXT_LIMIT`` bytes.  The splitter then waits at the line
+        after the last complete one."""
         buf = self.buf
         if self.dropped is not None:
-            line = self.dropped.line
-            label = self.dropped.text[:self.dropped.brace] if self.dropped.brace is not None else None
+            line, head = self.dropped.line, self.dropped.text
+            label = head[:self.dropped.brace] if self.dropped.brace is not None else None
         else:
             first = _SPACE.match(buf, self.start).end()
             line = self.line_no + buf.count(b"\n", self.line_at, first)
-            label = bytes(buf[first:self.brace]) if self.depth == 1 and self.brace is not None else None
+            head = bytes(buf[first:first + TEXT_LIMIT])
+            if self.depth == 1 and self.brace is not None:
+                label = bytes(buf[first:self.brace])
+            else:                           # (not scanned yet: a block's label on its first line?)
+                block = _BLOCK_START.match(head)
+                label = block.group(1) if block else None
         self.restart(self.line_no + buf.count(b"\n", self.line_at, self.end))
-        return line, label
+        return line, label, head
 
     def skip(self, to: int, lines: int) -> None:
         """The ``lines`` lines up to ``to`` were read by other means (the
@@ -1404,6 +1412,7 @@ class _TrigSplitter:
 
 
 _TRIPLE_QUOTES = {34: b'"""', 39: b"'''"}
+_BLOCK_START = re.compile(rb"((?:(?i:graph)\s+)?(?:<[^<>\s]*>|[^\s<>{}\"'.]+))\s*\{")
 # A '{' outside strings, comments and IRIs that is not an annotation's '{|'.
 _NEXT_BLOCK = re.compile(rb"(?:[^\"'#<{\\]++|" + _SKIPPED + rb"|<|[\"'\\])*+\{(?!\|)", re.S)
 

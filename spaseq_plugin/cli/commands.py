@@ -50,6 +50,7 @@ from ..plugins import call_configure, plugin_list, registry, result_sink, stream
 from ..spark.session import require_pyspark
 from ..streams.files import merge_streams, read_manifest_streams, stream_file_format
 from ..streams.network import LiveOptions, StdinSource, parse_format
+from ..streams.reader import event_text
 from ..streams.reorder import merge_arrival, parse_lateness, reorder
 from ..streams.replay import parse_rate, replay
 
@@ -226,7 +227,13 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--events", action="store_true",
                      help="add each result's events (stream, time, graph): a key in jsonl, "
                           "a last column 'events' (JSON) in csv, tsv and json")
-    run.add_argument("--dead-letter", metavar="FILE", help="write rejected events here (JSON lines)")
+    run.add_argument("--dead-letter", metavar="FILE",
+                     help="write rejected events here, one JSON line each: position, reason, error, graph, "
+                          "and the rejected text (cut past 64 KiB, with its length), ready to fix and feed again")
+    run.add_argument("--max-time-jump", metavar="DURATION", type=_time_jump, default=None,
+                     help="reject an event more than this after the previous event of its stream, so that one "
+                          "bad clock does not make the rest of the stream out of order (e.g. 1d, 12h; "
+                          "default 365d; none: no bound)")
     run.add_argument("--start", metavar="TIME",
                      help="TUMBLING windows start here (a number or an xsd:dateTime) "
                           "instead of at the first event")
@@ -298,6 +305,62 @@ def _limits(args) -> QueryLimits:
     except ValueError as e:             # "max_nesting must be ..."
         name, _, problem = str(e).partition(" ")
         raise UsageError(f"--{name.replace('_', '-')}: {problem}") from None
+
+
+def _time_jump(text: str):
+    """``--max-time-jump``: a duration (as ``--lateness``), or none/off (no bound: infinity)."""
+    if text.strip().lower() in ("none", "off", "inf"):
+        return float("inf")
+    try:
+        value = parse_lateness(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"{text!r}: expected a duration (seconds, or with ms, s, min, h or d) or none") from None
+    if not value > 0:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be more than 0 (or none for no bound)")
+    return value
+
+
+class _DeadLetter:
+    """The ``--dead-letter`` file: one JSON line per rejection, with what was
+    rejected as text (a TriG or N-Quads statement as read, or the event as
+    TriG with full IRIs), cut past ``TEXT_LIMIT`` characters.  Opened only
+    once the run's arguments have been checked (a usage error leaves an
+    existing file alone)."""
+
+    TEXT_LIMIT = 64 << 10
+
+    def __init__(self, path: str | None):
+        self.path = path
+        self.file: IO[str] | None = None
+
+    def open(self) -> None:
+        if self.path is not None and self.file is None:
+            self.file = open(self.path, "w", encoding="utf-8")
+
+    def write(self, error: EventError) -> None:
+        if self.path is None:
+            return
+        self.open()
+        record = {"position": error.position, "reason": error.reason, "error": error.message}
+        if error.graph is not None:
+            record["graph"] = error.graph
+        text, length = error.text, error.text_length
+        if text is None and error.event is not None:
+            text = event_text(error.event)
+            length = len(text)
+        if text is not None:
+            record["text"] = text[:self.TEXT_LIMIT]
+            record["length"] = length
+            if length is not None and length > len(record["text"]):
+                record["truncated"] = True
+        elif length is not None:
+            record["length"] = length            # (too long to keep at all)
+        self.file.write(json.dumps(record, ensure_ascii=False) + "\n")
+
+    def close(self) -> None:
+        if self.file is not None:
+            self.file.close()
 
 
 def _plugins(args) -> int:
@@ -513,22 +576,22 @@ def _run(args) -> int:
         if args.output:
             with as_usage_error(f"--output {args.output}"):
                 out = opened.enter_context(open(args.output, "w", encoding="utf-8"))
-        dead = None
-        if args.dead_letter:
-            with as_usage_error(f"--dead-letter {args.dead_letter}"):
-                dead = opened.enter_context(open(args.dead_letter, "w", encoding="utf-8"))
         writers = [result_sink(fmt).open(out, variables, {"with_events": args.events})]
         for spec in args.sink:
             name, _, location = spec.partition(":")
             with as_usage_error(f"--sink {spec}"):
                 writers.append(result_sink(name).open(location, variables, {}))
+        # (last: a usage error must leave an existing dead-letter file alone)
+        dead = _DeadLetter(args.dead_letter)
+        with as_usage_error(f"--dead-letter {args.dead_letter}"):
+            dead.open()
+        opened.callback(dead.close)
         for warning in warnings:
             log.warning(warning)
         progress = _Progress(args.progress if args.engine == "stream" else "never", args.quiet)
 
         def on_reject(error: EventError) -> None:
-            if dead is not None:
-                dead.write(json.dumps({"position": error.position, "error": error.message}) + "\n")
+            dead.write(error)
             if not args.quiet:
                 progress.clear()
                 print(f"spaseq: rejected event: {error}", file=sys.stderr)
@@ -563,9 +626,17 @@ def _summary(engine, elapsed: float, interrupted: bool) -> None:
     rate = s.events / elapsed if elapsed > 0 else 0
     ignored = getattr(s, "ignored", 0)
     print(f"spaseq: {'interrupted after ' if interrupted else ''}{s.events} events ({s.triples} triples) "
-          f"in {elapsed:.2f} s, {rate:,.0f} events/s; {s.rejected} rejected; "
+          f"in {elapsed:.2f} s, {rate:,.0f} events/s; {s.rejected} rejected{_by_reason(s)}; "
           + (f"{ignored} of streams the query does not read; " if ignored else "")
           + f"{s.matches} matches, {s.results} results; peak {s.peak_runs} active runs", file=sys.stderr)
+
+
+def _by_reason(stats) -> str:
+    """`` (2 syntax, 1 duplicate)``: the rejections counted by reason."""
+    counts = getattr(stats, "rejected_by_reason", None)
+    if not counts:
+        return ""
+    return " (" + ", ".join(f"{count} {reason}" for reason, count in counts.most_common()) + ")"
 
 
 def _spark_input(args, compiled: CompiledQuery):
@@ -576,6 +647,8 @@ def _spark_input(args, compiled: CompiledQuery):
             if value is not None]
     if live:
         raise UsageError(f"{', '.join(live)}: for live input; --engine spark reads archived stream files")
+    if args.max_time_jump is not None:
+        raise UsageError("--max-time-jump: for --engine stream (--engine spark keeps the default, a year)")
     if args.spark_pieces is not None and args.spark_pieces < 1:
         raise UsageError("--spark-pieces must be at least 1")
     streams = []

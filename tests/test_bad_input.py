@@ -1,0 +1,253 @@
+"""Bad stream input never stops, hangs or loses good events (streams/reader.py,
+"Bad input"): each case runs ``spaseq run`` as a user would, on generated
+data, under a memory bound where memory is the point.  Every bad event is
+rejected with its position and reason, counted, written to the dead-letter
+file, and every good event before and after it is read; the exit status is 0.
+"""
+
+from __future__ import annotations
+
+import gzip
+import json
+import resource
+import subprocess
+import sys
+import tracemalloc
+import zlib
+
+import pyoxigraph as ox
+import pytest
+
+from spaseq_plugin import Engine
+from spaseq_plugin.errors import EventError
+from spaseq_plugin.runtime.engine import REJECTION_SAMPLE
+from spaseq_plugin.streams.network import read_text
+
+SPASEQ = [sys.executable, "-m", "spaseq_plugin"]
+S = "http://example.org/s"
+EX = "http://example/"
+PROV = "<http://www.w3.org/ns/prov#generatedAtTime>"
+INTEGER = "<http://www.w3.org/2001/XMLSchema#integer>"
+QUERY = f"""PREFIX : <{EX}>
+SELECT ?x ?v
+FROM STREAM S <{S}>
+WHERE {{ SEQ (A)
+  DEFINE GPM A ON S {{ ?x :v ?v }} }}
+"""
+MiB = 1 << 20
+
+
+def spaseq(*args, memory: int | None = None, timeout: float = 120):
+    """Run spaseq; ``memory``: a bound on its address space (bytes)."""
+    def limit():
+        if memory is not None:
+            resource.setrlimit(resource.RLIMIT_AS, (memory, memory))
+    return subprocess.run(SPASEQ + list(args), capture_output=True, text=True, timeout=timeout,
+                          preexec_fn=limit)
+
+
+def trig_event(i: int, value: str | None = None, time: str | None = None) -> str:
+    time = time if time is not None else f'"{i}"^^{INTEGER}'
+    value = value if value is not None else f'"v{i}"'
+    return f"<{EX}e{i}> {PROV} {time} .\n<{EX}e{i}> {{ <{EX}x{i}> <{EX}v> {value} . }}\n"
+
+
+def nquads_event(i: int, value: str | None = None, time: str | None = None) -> str:
+    time = time if time is not None else f'"{i}"^^{INTEGER}'
+    value = value if value is not None else f'"v{i}"'
+    return f"<{EX}e{i}> {PROV} {time} .\n<{EX}x{i}> <{EX}v> {value} <{EX}e{i}> .\n"
+
+
+EVENT = {"trig": trig_event, "nq": nquads_event}
+
+
+def run(tmp_path, name: str, data: bytes, *extra, memory=None, timeout=120):
+    """Run QUERY over the file; (results, rejections from stderr, dead letters, process)."""
+    path = tmp_path / name
+    path.write_bytes(data)
+    (tmp_path / "q.rq").write_text(QUERY)
+    dead = tmp_path / "dead.jsonl"
+    process = spaseq("run", str(tmp_path / "q.rq"), "--stream", f"S={path}", "--dead-letter", str(dead),
+                     *extra, memory=memory, timeout=timeout)
+    results = [json.loads(line) for line in process.stdout.splitlines()]
+    rejected = [line for line in process.stderr.splitlines() if "rejected event" in line]
+    letters = [json.loads(line) for line in dead.read_text().splitlines()] if dead.exists() else []
+    return results, rejected, letters, process
+
+
+def values(results) -> list[str]:
+    return [r["bindings"]["v"]["value"] for r in results]
+
+
+# -- huge literals ----------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", ["trig", "nq"])
+def test_a_literal_over_16_mib_is_one_rejection(tmp_path, fmt):
+    event = EVENT[fmt]
+    big = '"' + "x" * (17 * MiB) + '"'
+    text = "".join(event(i, big if i == 100 else None) for i in range(1, 201))
+    results, rejected, letters, process = run(tmp_path, f"s.{fmt}", text.encode(), memory=800 * MiB)
+    assert process.returncode == 0, process.stderr
+    assert len(results) == 199 and "v99" in values(results) and "v101" in values(results)
+    assert len(rejected) == 1 and "16 MiB" in rejected[0]
+    (letter,) = letters
+    assert letter["reason"] == "too-large" and letter["length"] > 17 * MiB and letter["truncated"]
+    assert letter["position"].endswith(":200")
+
+
+def test_a_40_mb_literal_is_read_in_linear_time_and_bounded_memory(tmp_path):
+    # On one line it is skipped as it comes; spread over lines (a long string) it is
+    # scanned once.  Quadratic reading took minutes; the memory bound is far below
+    # what keeping the text several times would need.
+    one_line = '"' + "y" * (40 * MiB) + '"'
+    long_string = '"""' + ("z" * 1023 + "\n") * (20 * 1024) + '"""'
+    text = "".join(trig_event(i, one_line if i == 10 else long_string if i == 20 else None)
+                   for i in range(1, 31))
+    results, rejected, letters, process = run(tmp_path, "s.trig", text.encode(), memory=400 * MiB,
+                                              timeout=90)
+    assert process.returncode == 0, process.stderr
+    assert len(results) == 28
+    assert [letter["reason"] for letter in letters] == ["too-large", "too-large"]
+    assert letters[0]["position"].endswith(":20") and letters[0]["graph"] == f"<{EX}e10>"
+    assert letters[1]["position"].endswith(":40") and letters[1]["graph"] == f"<{EX}e20>"
+
+
+def test_a_huge_nquads_line_is_skipped_as_it_comes(tmp_path):
+    text = "".join(nquads_event(i, '"' + "y" * (40 * MiB) + '"' if i == 3 else None) for i in range(1, 6))
+    results, rejected, letters, process = run(tmp_path, "s.nq", text.encode(), memory=300 * MiB)
+    assert process.returncode == 0, process.stderr
+    assert values(results) == ["v1", "v2", "v4", "v5"]
+    assert [(letter["reason"], letter["position"].rsplit(":", 1)[1]) for letter in letters] == [
+        ("too-large", "6")]
+
+
+# -- truncated gzip --------------------------------------------------------------------
+
+@pytest.mark.parametrize("fmt", ["trig", "nq"])
+def test_a_truncated_gzip_file_keeps_every_complete_event(tmp_path, fmt):
+    text = "".join(EVENT[fmt](i) for i in range(1, 2001)).encode()
+    packed = gzip.compress(text)
+    cut = packed[:len(packed) * 2 // 3]
+    readable = zlib.decompressobj(31).decompress(cut)          # what a reader can get out of it
+    complete = readable[:readable.rfind(b"\n") + 1].count(b"\n") // 2   # events whose two lines are whole
+    results, rejected, letters, process = run(tmp_path, f"s.{fmt}.gz", cut)
+    assert process.returncode == 0, process.stderr
+    assert values(results) == [f"v{i}" for i in range(1, complete + 1)]
+    assert [letter["reason"] for letter in letters] == ["truncated"]
+    assert "gzip file is truncated" in letters[0]["error"]
+
+
+# -- timestamps ------------------------------------------------------------------
+
+BAD_TIMES = {
+    '"1e999999999"^^<http://www.w3.org/2001/XMLSchema#double>': "outside the representable range",
+    '"1e100000"^^<http://www.w3.org/2001/XMLSchema#double>': "outside the representable range",
+    '"0001-01-01T00:00:00+14:00"^^<http://www.w3.org/2001/XMLSchema#dateTime>': "outside",
+    '"9999-12-31T23:59:59-14:00"^^<http://www.w3.org/2001/XMLSchema#dateTime>': "outside",
+    '"8_000"^^<http://www.w3.org/2001/XMLSchema#integer>': "not an XSD integer",
+    '"\u0663"^^<http://www.w3.org/2001/XMLSchema#integer>': "not an XSD integer",
+    '"1e5"^^<http://www.w3.org/2001/XMLSchema#decimal>': "not an XSD decimal",
+    '"NaN"^^<http://www.w3.org/2001/XMLSchema#double>': "finite",
+    '"2024-02-30T00:00:00Z"^^<http://www.w3.org/2001/XMLSchema#dateTime>': "no such day",
+}
+
+
+@pytest.mark.parametrize("fmt", ["trig", "nq"])
+def test_bad_timestamps_are_rejected_and_the_rest_is_read(tmp_path, fmt):
+    event = EVENT[fmt]
+    text = event(1)
+    for n, time in enumerate(BAD_TIMES, start=2):
+        text += event(n, time=time)
+    text += event(50)
+    results, rejected, letters, process = run(tmp_path, f"s.{fmt}", text.encode(), timeout=60)
+    assert process.returncode == 0, process.stderr
+    assert values(results) == ["v1", "v50"]
+    assert [letter["reason"] for letter in letters] == ["bad-timestamp"] * len(BAD_TIMES)
+    for letter, message in zip(letters, BAD_TIMES.values()):
+        assert message in letter["error"]
+
+
+def test_times_at_the_ends_of_the_range_are_read_and_written(tmp_path):
+    dt = "<http://www.w3.org/2001/XMLSchema#dateTime>"
+    text = (trig_event(1, time=f'"0001-01-01T00:00:00Z"^^{dt}')
+            + trig_event(2, time=f'"9999-12-31T23:59:59.999999999Z"^^{dt}'))
+    results, rejected, letters, process = run(tmp_path, "s.trig", text.encode(), "--max-time-jump", "none")
+    assert process.returncode == 0 and not letters, process.stderr
+    assert [r["time"] for r in results] == ["0001-01-01T00:00:00Z", "9999-12-31T23:59:59.999999999Z"]
+
+
+def test_one_far_future_time_does_not_poison_the_stream(tmp_path):
+    text = "".join(trig_event(i) for i in range(1, 11)) + trig_event(999, time=f'"900000000000000"^^{INTEGER}')
+    text += "".join(trig_event(i) for i in range(11, 21))
+    results, rejected, letters, process = run(tmp_path, "s.trig", text.encode())
+    assert process.returncode == 0, process.stderr
+    assert len(results) == 20
+    assert [letter["reason"] for letter in letters] == ["time-jump"]
+    assert "--max-time-jump" in letters[0]["error"] and letters[0]["graph"] == f"<{EX}e999>"
+    # Without a bound, that one event makes every later one out of order.
+    results, rejected, letters, process = run(tmp_path, "s.trig", text.encode(), "--max-time-jump", "none")
+    assert len(results) == 11 and [letter["reason"] for letter in letters] == ["out-of-order"] * 10
+    # A tighter bound.
+    results, rejected, letters, process = run(tmp_path, "s.trig", text.encode(), "--max-time-jump", "5s")
+    assert len(results) == 20
+    process = spaseq("run", str(tmp_path / "q.rq"), "--stream", f"S={tmp_path / 's.trig'}",
+                     "--max-time-jump", "soon")
+    assert process.returncode == 2 and "--max-time-jump" in process.stderr
+
+
+# -- rejections: counted, sampled, written ---------------------------------------------
+
+def test_rejections_keep_a_sample_and_counts_in_flat_memory():
+    engine = Engine(QUERY)
+    engine.reject(EventError("warm up", "x:1", reason="syntax"))
+    tracemalloc.start()
+    before = tracemalloc.get_traced_memory()[0]
+    for n in range(200_000):
+        engine.reject(EventError(f"bad event {n}", f"s.trig:{n}", reason=("syntax", "duplicate")[n % 2],
+                                 text="x" * 1000))
+    grown = tracemalloc.get_traced_memory()[0] - before
+    tracemalloc.stop()
+    stats = engine.stats
+    assert stats.rejected == 200_001 and len(stats.rejections) == REJECTION_SAMPLE
+    assert stats.rejected_by_reason == {"syntax": 100_001, "duplicate": 100_000}
+    assert stats.rejections[-1].text is None         # the sample keeps no rejected text
+    assert grown < 1 * MiB
+
+
+def test_dead_letters_can_be_fixed_and_fed_again(tmp_path):
+    text = (trig_event(1) + trig_event(3) + trig_event(2)                     # 2: out of order
+            + f"<{EX}e4> {PROV} \"4\"^^{INTEGER} .\n<{EX}e4> {{ <{EX}x4> <{EX}v> . }}\n"   # syntax
+            + trig_event(5) + trig_event(6, time=f'"5"^^{INTEGER}'))              # duplicate time
+    results, rejected, letters, process = run(tmp_path, "s.trig", text.encode())
+    assert process.returncode == 0
+    assert [(letter["reason"], letter.get("graph")) for letter in letters] == [
+        ("out-of-order", f"<{EX}e2>"), ("syntax", f"<{EX}e4>"), ("duplicate", f"<{EX}e6>")]
+    assert len(rejected) == 3 and "3 rejected (" in process.stderr
+    # The rejected event's text reads back as that event.
+    (event,) = read_text(letters[0]["text"].encode(), "dead", S)
+    assert event.time == 2 and event.name == ox.NamedNode(f"{EX}e2") and len(event.triples) == 1
+    # The bad statement is there as written, to be fixed.
+    assert letters[1]["text"] == f"<{EX}e4> {{ <{EX}x4> <{EX}v> . }}" and letters[1]["length"] == len(letters[1]["text"])
+
+
+def test_a_usage_error_leaves_the_dead_letter_file_alone(tmp_path):
+    (tmp_path / "q.rq").write_text(QUERY)
+    (tmp_path / "s.trig").write_text(trig_event(1))
+    dead = tmp_path / "dead.jsonl"
+    dead.write_text("earlier letters\n")
+    for bad in (["--stream", f"T={tmp_path / 's.trig'}"], ["--stream", f"S={tmp_path / 'missing.trig'}"],
+                ["--stream", f"S={tmp_path / 's.trig'}", "--format", "trig"],
+                ["--stream", f"S={tmp_path / 's.trig'}", "--rate", "fast"]):
+        process = spaseq("run", str(tmp_path / "q.rq"), "--dead-letter", str(dead), *bad)
+        assert process.returncode == 2, process.stderr
+        assert dead.read_text() == "earlier letters\n"
+
+
+def test_control_characters_are_escaped_in_messages(tmp_path):
+    text = trig_event(1, time='"\\u001b[2J\\u202e"^^<http://www.w3.org/2001/XMLSchema#integer>') + trig_event(2)
+    text += f"<{EX}e3> {PROV} 3 .\n<{EX}e3> {{ <{EX}x3> <{EX}v> \"a\" \x07 . }}\n"
+    results, rejected, letters, process = run(tmp_path, "s.trig", text.encode())
+    assert process.returncode == 0 and len(results) == 1
+    assert len(rejected) == 2
+    assert not any(ch in process.stderr for ch in "\x1b\x07\u202e")
+    assert "\\x1b" in rejected[0] and "\\u202e" in rejected[0]
