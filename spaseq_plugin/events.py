@@ -67,6 +67,21 @@ class Event:
     is_datetime: bool = False
 
 
+class Idle:
+    """What a live input yields, besides events and rejections, when nothing
+    has come for a while (``--idle-flush``): the pending timestamp can be
+    closed.  There is one, :data:`IDLE`; a consumer that does not know it
+    skips it."""
+
+    __slots__ = ()
+
+    def __repr__(self) -> str:
+        return "IDLE"
+
+
+IDLE = Idle()
+
+
 # The XSD lexical forms (XML Schema 1.1 part 2), ASCII digits only.  Python's
 # int() and Decimal() also take '8_000', non-ASCII digits and exponents.
 _INTEGER_FORM = re.compile(r"[+-]?[0-9]+", re.ASCII)

@@ -37,9 +37,9 @@ says.
 Sink: ``--sink mqtt://HOST[:PORT]/TOPIC[?options]``
 -------------------------------------------------
 Each result is one message on TOPIC: a SELECT result as its JSON line
-(``{"time": ..., "bindings": {...}}``, as ``--format jsonl``), a CONSTRUCT
-result as a TriG event (as ``--format trig``), ready for another engine's
-MQTT source.  Options: ``qos`` (1), ``retain`` (0), ``client_id``,
+(``{"time": ..., "bindings": {...}}``, as ``--format jsonl``); the CONSTRUCT
+results of one match time as one TriG event (as ``--format trig``), sent
+once they are final, ready for another engine's MQTT source.  Options: ``qos`` (1), ``retain`` (0), ``client_id``,
 ``keepalive``, ``retries``, ``backoff``, ``max_backoff``, ``connect_timeout``
 and ``flush_timeout`` (10 s: how long closing waits for the broker to
 confirm the last QoS 1/2 messages).  Results published while the broker is
@@ -267,20 +267,22 @@ def open_mqtt_source(location: str, stream: str, *, report=None) -> MqttSource:
 # --------------------------------------------------------------------------
 
 class MqttSink(Reconnecting):
-    """Publishes each result as one message (JSON line or TriG event)."""
+    """Publishes each result as one message (a JSON line), or each match time's
+    CONSTRUCT results as one (a TriG event)."""
 
     def __init__(self, host: str, port: int, topic: str, options: LiveOptions, *, qos: int = 1,
                  retain: bool = False, client_id: str | None = None, keepalive: int = 60,
                  flush_timeout: float = 10.0, with_events: bool = False):
         super().__init__(_mqtt_where(host, port, topic), options)
-        from ..output.formats import JsonLinesWriter, TrigWriter
+        from ..output.formats import JsonLinesWriter
+        from ..runtime.results import ConstructedEvents
         self.topic, self.qos, self.retain = topic, qos, retain
         self.flush_timeout = flush_timeout
         self.published = 0          # messages handed to the client
         self.confirmed = 0          # ... and confirmed by the broker (QoS 0: sent)
         self._buffer = io.StringIO()
         self._json = JsonLinesWriter(self._buffer, [], with_events)
-        self._trig = TrigWriter(self._buffer, [], with_events)
+        self._constructed = ConstructedEvents()
         self._lock = threading.Lock()
         self._pending: set[int] = set()
         self._early: set[int] = set()   # confirmed before publish() returned
@@ -296,12 +298,29 @@ class MqttSink(Reconnecting):
         """A result as a message: TriG for CONSTRUCT, a JSON line for SELECT."""
         self._buffer.seek(0)
         self._buffer.truncate()
-        writer = self._trig if result.triples is not None else self._json
-        writer.write(result)
-        writer.flush()
+        if result.triples is not None:
+            from ..output.formats import trig_event
+            self._buffer.write(trig_event(result))
+        else:
+            self._json.write(result)
+            self._json.flush()
         return self._buffer.getvalue().rstrip("\n").encode("utf-8")
 
     def write(self, result) -> None:
+        if result.triples is not None:
+            # CONSTRUCT: one event per match time (``flush`` sends the last one).
+            result = self._constructed.add(result)
+            if result is not None:
+                self._publish(result)
+        else:
+            self._publish(result)
+
+    def flush(self) -> None:
+        """Send the CONSTRUCT event being collected (its results are final)."""
+        if (result := self._constructed.flush()) is not None:
+            self._publish(result)
+
+    def _publish(self, result) -> None:
         if self._link.done.is_set():
             raise SpaseqError(f"{self.name}: the broker is unreachable: {self.ended_because or 'closed'}")
         info = self._link.client.publish(self.topic, self.payload(result), qos=self.qos, retain=self.retain)
@@ -329,6 +348,7 @@ class MqttSink(Reconnecting):
 
     def close(self) -> None:
         """Wait (``flush_timeout`` at most) for the broker to confirm, then disconnect."""
+        self.flush()
         deadline = time.monotonic() + self.flush_timeout
         while self.unconfirmed and time.monotonic() < deadline and not self._link.done.is_set():
             time.sleep(0.05)

@@ -78,10 +78,11 @@ from urllib.parse import parse_qsl, unquote, urlsplit
 import pyoxigraph as ox
 
 from ..errors import EventError, SpaseqError
-from ..events import Event
+from ..events import IDLE, Event
 from ..hookspecs import StreamSource, hookimpl
 from .files import order_check
-from .reader import EventReader, OrderCheck, check_order, event_reader
+from .reader import EventReader, OrderCheck, event_reader
+from .reorder import ReorderBuffer
 
 __all__ = [
     "LiveOptions",
@@ -101,6 +102,7 @@ _READ_BYTES = 1 << 16
 _POLL = 0.2                     # how often blocked threads look at the stop flag
 _SNIFF_LIMIT = 1 << 16          # undecided after this many bytes: TriG
 _QUEUE_SIZE = 10_000            # items a producer may run ahead of the engine
+_QUIET_AFTER = 0.2              # an input silent this long holds the others back no more
 
 # The run's defaults for live sources, set by the spaseq_configure hook.
 _RUN_DEFAULTS: dict[str, object] = {}
@@ -108,12 +110,15 @@ _RUN_DEFAULTS: dict[str, object] = {}
 
 @hookimpl
 def spaseq_configure(config):
-    """Take ``max_events`` and ``idle_timeout`` (``--max-events``,
-    ``--idle-timeout``) as the defaults of every live source of the run."""
+    """Take ``max_events``, ``idle_timeout`` and ``idle_flush`` (``--max-events``,
+    ``--idle-timeout``, ``--idle-flush``, milliseconds) as the defaults of every
+    live source of the run."""
     _RUN_DEFAULTS.clear()
     for key in ("max_events", "idle_timeout"):
         if config.get(key) is not None:
             _RUN_DEFAULTS[key] = config[key]
+    if config.get("idle_flush") is not None:
+        _RUN_DEFAULTS["idle_flush"] = config["idle_flush"] / 1000
 
 
 # --------------------------------------------------------------------------
@@ -127,6 +132,7 @@ class LiveOptions:
     rdf_format: ox.RdfFormat | None = None      # None: sniffed
     max_events: int | None = None
     idle_timeout: float | None = None
+    idle_flush: float | None = None             # seconds; None: no IDLE items
     retries: int = 5
     backoff: float = 0.5
     max_backoff: float = 30.0
@@ -138,7 +144,8 @@ class LiveOptions:
     def from_query(cls, query: dict[str, str], where: str, extra_keys: Iterable[str] = ()) -> LiveOptions:
         """Options from a location's query string (with the run's defaults)."""
         options = cls(max_events=_RUN_DEFAULTS.get("max_events"),
-                      idle_timeout=_RUN_DEFAULTS.get("idle_timeout"))
+                      idle_timeout=_RUN_DEFAULTS.get("idle_timeout"),
+                      idle_flush=_RUN_DEFAULTS.get("idle_flush"))
         extra_keys = set(extra_keys)
         for raw_key, value in query.items():
             key = raw_key.replace("-", "_")
@@ -149,6 +156,8 @@ class LiveOptions:
                     options.max_events = _positive_int(value)
                 elif key == "idle_timeout":
                     options.idle_timeout = _positive_float(value)
+                elif key == "idle_flush":
+                    options.idle_flush = _positive_float(value) / 1000
                 elif key == "retries":
                     options.retries = int(value)
                     if options.retries < 0:
@@ -158,7 +167,7 @@ class LiveOptions:
                 elif key in extra_keys:
                     options.extra[key] = value
                 else:
-                    known = sorted({"format", "max_events", "idle_timeout", "retries", "backoff",
+                    known = sorted({"format", "max_events", "idle_timeout", "idle_flush", "retries", "backoff",
                                     "max_backoff", "connect_timeout"} | extra_keys)
                     raise SpaseqError(f"{where}: unknown option {raw_key!r} (known: {', '.join(known)})")
             except ValueError as e:
@@ -420,11 +429,11 @@ class LiveSource(Reconnecting):
         self.start()
         limit = self.options.max_events
         try:
-            for item in check_order(self._received(), order_check()):
-                if isinstance(item, EventError):
-                    self.rejected += 1
-                else:
+            for item in self._merged():
+                if type(item) is Event:
                     self.events += 1
+                elif item is not IDLE:
+                    self.rejected += 1
                 yield item
                 if limit is not None and self.events >= limit:
                     self._end(f"{_count(self.events, 'event')} read (max_events): ending")
@@ -432,31 +441,83 @@ class LiveSource(Reconnecting):
         finally:
             self.close()
 
-    def _received(self) -> Iterator[Event | EventError]:
+    def _merged(self) -> Iterator[Event | EventError]:
+        """The producer's items with the order rules applied: to each of several
+        inputs (channels), merged in time order, then to the stream; one input
+        is passed on as it comes."""
+        order = order_check()
+        orders: dict = {}
+        merge = ReorderBuffer(None, quiet_after=self.options.idle_flush or _QUIET_AFTER)
+        for kind, value, channel in self._received():
+            if kind == "item":
+                if channel is not None and type(value) is Event:
+                    value = orders.setdefault(channel, order_check()).check(value) or value
+                    out = merge.push(value, channel) if type(value) is Event else [value]
+                else:
+                    out = [value]
+            elif kind == "open":
+                merge.open_channel(channel)
+                continue
+            elif kind == "close":
+                orders.pop(channel, None)
+                out = merge.close_channel(channel)
+            elif kind == "idle":
+                out = merge.idle() + [IDLE]
+            else:                               # a poll: inputs that went quiet hold back no more
+                out = merge.release_quiet()
+            for item in out:
+                yield order.check(item) or item if type(item) is Event else item
+        for item in merge.flush():
+            yield order.check(item) or item
+
+    def _received(self) -> Iterator[tuple[str, object, object]]:
+        """(kind, value, channel) messages of the producer: items, inputs opening
+        and closing; ``idle`` once ``idle_flush`` has passed without input
+        (after some), ``poll`` every ``_POLL`` seconds without input."""
         idle = self.options.idle_timeout
+        flush = self.options.idle_flush
         last = time.monotonic()
+        flushed = True
         while True:
             wait = _POLL if idle is None else max(0.0, min(_POLL, last + idle - time.monotonic()))
+            if flush is not None and not flushed:
+                wait = max(0.0, min(wait, last + flush - time.monotonic()))
             try:
-                kind, value = self._queue.get(timeout=wait)
+                message = self._queue.get(timeout=wait)
             except queue.Empty:
-                if idle is not None and time.monotonic() - last >= idle:
+                now = time.monotonic()
+                if flush is not None and not flushed and now - last >= flush:
+                    flushed = True
+                    yield "idle", None, None
+                elif idle is not None and now - last >= idle:
                     self._end(f"no input for {idle:g} s (idle_timeout): ending")
                     return
+                else:
+                    yield "poll", None, None
                 continue
+            kind = message[0]
+            if kind == "end":
+                return
+            if kind == "error":
+                raise message[1]
             if kind == "item":
                 last = time.monotonic()
-                yield value
-            elif kind == "end":
-                return
-            else:
-                raise value
+                flushed = False
+            yield message
 
     # -- the producer side --------------------------------------------------
 
-    def emit(self, item: Event | EventError) -> None:
-        """Pass an item to the consumer (waits while the queue is full)."""
-        self._put(("item", item))
+    def emit(self, item: Event | EventError, channel=None) -> None:
+        """Pass an item to the consumer (waits while the queue is full).
+        ``channel`` names the input it comes from when there are several."""
+        self._put(("item", item, channel))
+
+    def open_channel(self, channel) -> None:
+        """An input opens (its events are merged with the others' in time order)."""
+        self._put(("open", None, channel))
+
+    def close_channel(self, channel) -> None:
+        self._put(("close", None, channel))
 
     def _put(self, message) -> None:
         while not self._stop.is_set():
@@ -470,9 +531,9 @@ class LiveSource(Reconnecting):
         try:
             self.produce()
         except BaseException as error:          # handed to the consumer, raised there
-            self._put(("error", error))
+            self._put(("error", error, None))
         else:
-            self._put(("end", None))
+            self._put(("end", None, None))
 
     def produce(self) -> None:
         """Read the input, calling :meth:`emit` for each item (in the thread)."""
@@ -565,7 +626,8 @@ class TcpSource(LiveSource):
         self.listen = listen
         self.connections = connections
         self.connection_count = 0
-        self._socket: socket.socket | None = None
+        self._sockets: set[socket.socket] = set()       # the connections being read
+        self._lock = threading.Lock()
         self._server: socket.socket | None = None
         if listen:
             try:
@@ -609,9 +671,14 @@ class TcpSource(LiveSource):
                 return
 
     def _serve(self) -> None:
+        """Listen mode: every connection is read at once, in a thread of its own;
+        their events are merged in time order (``_iterate``)."""
         server = self._server
         self.connected.set()
+        readers: list[threading.Thread] = []
         while not self.stopping:
+            if self.connections is not None and self.connection_count >= self.connections:
+                break
             try:
                 sock, peer = server.accept()
             except TimeoutError:
@@ -620,22 +687,41 @@ class TcpSource(LiveSource):
                 if self.stopping:
                     return
                 raise
-            self.report(f"connection {self.connection_count + 1} from {peer[0]}:{peer[1]}")
-            got, reason = self._read_connection(sock)
-            if self.stopping:
-                return
-            self.report(f"connection {self.connection_count}: {reason}")
-            if self.connections is not None and self.connection_count >= self.connections:
-                self._end(f"{self.connection_count} connection(s) read (connections): ending")
-                return
+            self.connection_count += 1
+            number = self.connection_count
+            self.report(f"connection {number} from {peer[0]}:{peer[1]}")
+            thread = threading.Thread(target=self._serve_connection, args=(sock, number),
+                                      name=f"spaseq {self.name}#{number}", daemon=True)
+            readers.append(thread)
+            thread.start()
+        for thread in readers:
+            while thread.is_alive() and not self.stopping:
+                thread.join(_POLL)
+        if not self.stopping:
+            self._end(f"{self.connection_count} connection(s) read (connections): ending")
 
-    def _read_connection(self, sock: socket.socket) -> tuple[bool, str]:
-        """Read one connection to its end: (whether it sent bytes, why it ended)."""
-        self.connection_count += 1
-        where = f"{self.name}#{self.connection_count}"
+    def _serve_connection(self, sock: socket.socket, number: int) -> None:
+        self.open_channel(number)
+        try:
+            _, reason = self._read_connection(sock, number)
+        except BaseException as error:          # handed to the consumer, raised there
+            self._put(("error", error, None))
+            return
+        finally:
+            self.close_channel(number)
+        if not self.stopping:
+            self.report(f"connection {number}: {reason}")
+
+    def _read_connection(self, sock: socket.socket, number: int | None = None) -> tuple[bool, str]:
+        """Read one connection to its end: (whether it sent bytes, why it ended).
+        ``number``: in listen mode, the connection's number (its channel)."""
+        if number is None:
+            self.connection_count += 1
+        where = f"{self.name}#{number or self.connection_count}"
         reader = TextReader(where, self.stream, self.options.rdf_format, base=self.name + "/")
         state = {"got": False, "error": None}
-        self._socket = sock
+        with self._lock:
+            self._sockets.add(sock)
 
         def chunks() -> Iterator[bytes]:
             while not self.stopping:
@@ -657,9 +743,10 @@ class TcpSource(LiveSource):
 
         try:
             sock.settimeout(None)
-            reader.run(chunks(), self.emit)
+            reader.run(chunks(), lambda item: self.emit(item, number))
         finally:
-            self._socket = None
+            with self._lock:
+                self._sockets.discard(sock)
             try:
                 sock.close()
             except OSError:
@@ -669,7 +756,9 @@ class TcpSource(LiveSource):
         return state["got"], "connection closed by the other side"
 
     def _closing(self) -> None:
-        for sock in (self._server, self._socket):
+        with self._lock:
+            sockets = [self._server, *self._sockets]
+        for sock in sockets:
             if sock is not None:
                 try:
                     sock.close()

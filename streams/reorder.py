@@ -38,12 +38,13 @@ import itertools
 import queue
 import re
 import threading
+import time
 import types
 from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal, InvalidOperation
 
 from ..errors import EventError
-from ..events import Event, Time, as_time, format_time
+from ..events import IDLE, Event, Time, as_time, format_time
 
 __all__ = ["ReorderBuffer", "merge_arrival", "parse_lateness", "reorder"]
 
@@ -71,17 +72,33 @@ def parse_lateness(text: str | int | float | Decimal) -> Time:
     return value
 
 
+_ALL = object()
+
+
 class ReorderBuffer:
     """Holds events until the watermark passes them (see the module doc).
 
     :meth:`push` takes one item and returns what it releases; :meth:`flush`
     releases the rest.  Counters: ``late`` (rejected), ``released``,
     ``held`` (waiting now), ``peak_held``.
+
+    **Channels** (several inputs of one stream, such as the connections of
+    a TCP source in listen mode): an event is also released once every
+    *active* channel has delivered its time or a later one, so that inputs
+    that keep up are merged in time order without waiting for the
+    lateness; a channel is active from :meth:`open_channel` to
+    :meth:`close_channel`, unless nothing has come from it for
+    ``quiet_after`` seconds (then it no longer holds the others back, and
+    what it sends older than what was released is late).  ``lateness``
+    None: only the channels (and :meth:`idle`) release events.
+    :meth:`idle` (the whole input went quiet) releases everything held.
     """
 
-    def __init__(self, lateness: Time | float | str, on_late: Callable[[EventError], None] | None = None):
-        self.lateness = parse_lateness(lateness)
+    def __init__(self, lateness: Time | float | str | None, on_late: Callable[[EventError], None] | None = None,
+                 quiet_after: float | None = None):
+        self.lateness = None if lateness is None else parse_lateness(lateness)
         self.on_late = on_late
+        self.quiet_after = quiet_after
         self.max_time: Time | None = None
         self.late = 0
         self.released = 0
@@ -89,39 +106,86 @@ class ReorderBuffer:
         self._heap: list[tuple[Time, int, Event]] = []
         self._order = itertools.count()
         self._latest: Event | None = None
+        self._floor: Time | None = None                 # the highest time released up to
+        self._channels: dict[object, list] = {}         # channel -> [latest time or None, last arrival]
 
     @property
     def watermark(self) -> Time | None:
         """Latest time seen minus the lateness (None before the first event)."""
-        return None if self.max_time is None else self.max_time - self.lateness
+        if self.max_time is None or self.lateness is None:
+            return None
+        return self.max_time - self.lateness
 
     @property
     def held(self) -> int:
         return len(self._heap)
 
-    def push(self, item: Event | EventError) -> list[Event | EventError]:
+    def open_channel(self, channel, now: float | None = None) -> None:
+        self._channels[channel] = [None, time.monotonic() if now is None else now]
+
+    def close_channel(self, channel) -> list[Event | EventError]:
+        self._channels.pop(channel, None)
+        return self._release(self._limit(time.monotonic()))
+
+    def push(self, item: Event | EventError, channel=None, now: float | None = None) -> list[Event | EventError]:
+        if item is IDLE:
+            return self.idle() + [IDLE]
         if isinstance(item, EventError):
             return [item]
-        watermark = self.watermark
-        if watermark is not None and item.time < watermark:
+        floor = self._floor
+        if floor is not None and item.time < floor:
             return [self._reject(item)]
+        if channel is not None:
+            now = time.monotonic() if now is None else now
+            state = self._channels.setdefault(channel, [None, now])
+            state[0], state[1] = item.time, now
         heapq.heappush(self._heap, (item.time, next(self._order), item))
         self.peak_held = max(self.peak_held, len(self._heap))
         if self.max_time is None or item.time > self.max_time:
             self.max_time = item.time
             self._latest = item
-        return self._release(self.watermark)
+        return self._release(self._limit(now))
+
+    def release_quiet(self, now: float | None = None) -> list[Event | EventError]:
+        """What channels that went quiet no longer hold back."""
+        return self._release(self._limit(time.monotonic() if now is None else now)) if self._heap else []
+
+    def idle(self) -> list[Event | EventError]:
+        """The input went quiet: everything held, in time order."""
+        return self._release(self.max_time)
 
     def flush(self) -> list[Event | EventError]:
         """End of input: everything held, in time order."""
-        return self._release(None)
+        return self._release(_ALL)
 
-    def _release(self, up_to: Time | None) -> list[Event | EventError]:
+    def _limit(self, now: float | None) -> Time | None:
+        """The time up to which events can be released now (None: nothing)."""
+        limit = self.watermark
+        if self._channels and self._heap:
+            quiet = self.quiet_after
+            latest = [state[0] for state in self._channels.values()
+                      if quiet is None or now is None or now - state[1] < quiet]
+            if not latest:
+                together = self.max_time                # every channel is quiet
+            elif None in latest:
+                together = None                         # one has sent nothing yet
+            else:
+                together = min(latest)
+            if together is not None and (limit is None or together > limit):
+                limit = together
+        return limit
+
+    def _release(self, up_to) -> list[Event | EventError]:
+        """The held events up to ``up_to`` (None: none; ``_ALL``: all)."""
+        if up_to is None:
+            return []
         out: list[Event | EventError] = []
         heap = self._heap
-        while heap and (up_to is None or heap[0][0] <= up_to):
+        while heap and (up_to is _ALL or heap[0][0] <= up_to):
             out.append(heapq.heappop(heap)[2])
         self.released += len(out)
+        if up_to is not _ALL and (self._floor is None or up_to > self._floor):
+            self._floor = up_to
         return out
 
     def _reject(self, event: Event) -> EventError:
@@ -133,10 +197,13 @@ class ReorderBuffer:
             return str(format_time(time, event.is_datetime))
 
         where = f" ({latest.position})" if latest is not None and latest.position else ""
+        allowed = (f"more than the allowed lateness of {self.lateness} s" if self.lateness is not None
+                   else "older than the events already passed on")
         error = EventError(
             f"late event on stream <{event.stream}>: its time {show(event.time)} is {behind} s behind "
-            f"the latest time seen, {show(self.max_time)}{where}, more than the allowed lateness of "
-            f"{self.lateness} s (late events so far: {self.late})", event.position)
+            f"the latest time seen, {show(self.max_time)}{where}, {allowed} (late events so far: {self.late})",
+            event.position, reason="late", event=event,
+            graph=None if event.name is None else str(event.name))
         if self.on_late is not None:
             self.on_late(error)
         return error
@@ -150,20 +217,35 @@ def reorder(items: Iterable[Event | EventError], lateness: Time | float | str, *
     """
     buffer = buffer if buffer is not None else ReorderBuffer(lateness)
     for item in items:
-        yield from buffer.push(item)
+        yield from buffer.push(item)         # (IDLE: what is held, then IDLE)
     yield from buffer.flush()
 
 
 def merge_arrival(sources: list[Iterable[Event | EventError]], *, buffer: int = 1000,
-                  poll: float = 0.2) -> Iterator[Event | EventError]:
-    """The items of several sources in the order they arrive (a thread each).
+                  poll: float = 0.2, idle_flush: float | None = None,
+                  order: ReorderBuffer | None = None) -> Iterator[Event | EventError]:
+    """The items of several sources as they arrive (a thread each).
+
+    Without ``order``, in arrival order.  With ``order`` (a
+    :class:`ReorderBuffer`), in time order: each source is a channel of it,
+    so an event is passed on once every source that is not quiet has
+    delivered its time or a later one (or the lateness has passed).  With
+    ``idle_flush`` (seconds), ``IDLE`` comes once nothing has arrived from
+    any source for that long (the sources' own ``IDLE`` items are dropped:
+    one quiet source is not a quiet input), after what ``order`` held.
 
     Ends when every source has ended; an exception in a source is raised
     here.  Closing the iterator stops the threads (they end at their next
     item; live sources are closed at once).
     """
     if len(sources) == 1:
-        yield from sources[0]
+        if order is None:
+            yield from sources[0]
+        else:
+            order.open_channel(0)
+            for item in sources[0]:
+                yield from order.push(item, 0) if isinstance(item, Event) else order.push(item)
+            yield from order.flush()
         return
     channel: queue.Queue = queue.Queue(maxsize=buffer)
     stop = threading.Event()
@@ -177,33 +259,57 @@ def merge_arrival(sources: list[Iterable[Event | EventError]], *, buffer: int = 
                 continue
         return False
 
-    def pump(source) -> None:
+    def pump(index: int, source) -> None:
         try:
             for item in source:
-                if not put(("item", item)):
+                if not put(("item", item, index)):
                     return
         except BaseException as error:      # handed to the consumer
-            put(("error", error))
+            put(("error", error, index))
         finally:
-            put(("done", None))
+            put(("done", None, index))
 
-    threads = [threading.Thread(target=pump, args=(source,), daemon=True, name="spaseq merge")
-               for source in sources]
+    threads = [threading.Thread(target=pump, args=(index, source), daemon=True, name="spaseq merge")
+               for index, source in enumerate(sources)]
+    if order is not None:
+        for index in range(len(sources)):
+            order.open_channel(index)
     for thread in threads:
         thread.start()
     try:
         running = len(threads)
+        last, flushed = time.monotonic(), True
         while running:
+            wait = poll
+            if idle_flush is not None and not flushed:
+                wait = max(0.0, min(poll, last + idle_flush - time.monotonic()))
             try:
-                kind, value = channel.get(timeout=poll)
+                kind, value, index = channel.get(timeout=wait)
             except queue.Empty:
+                if idle_flush is not None and not flushed and time.monotonic() - last >= idle_flush:
+                    flushed = True
+                    if order is not None:
+                        yield from order.idle()
+                    yield IDLE
+                elif order is not None:
+                    yield from order.release_quiet()
                 continue
             if kind == "item":
-                yield value
+                if value is IDLE:
+                    continue
+                last, flushed = time.monotonic(), False
+                if order is None:
+                    yield value
+                else:
+                    yield from order.push(value, index if isinstance(value, Event) else None)
             elif kind == "done":
                 running -= 1
+                if order is not None:
+                    yield from order.close_channel(index)
             else:
                 raise value
+        if order is not None:
+            yield from order.flush()
     finally:
         stop.set()
         for source in sources:

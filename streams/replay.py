@@ -22,7 +22,7 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 
 from ..errors import EventError
-from ..events import Event
+from ..events import IDLE, Event
 
 __all__ = ["parse_rate", "replay"]
 
@@ -47,8 +47,11 @@ def parse_rate(text: str | float | None) -> float | None:
 
 def replay(items: Iterable[Event | EventError], rate: float | None, *,
            clock: Callable[[], float] = time.monotonic,
-           sleep: Callable[[float], None] = time.sleep) -> Iterator[Event | EventError]:
-    """Pass ``items`` on at ``rate`` times their recorded pace (None: at once)."""
+           sleep: Callable[[float], None] = time.sleep,
+           idle_flush: float | None = None) -> Iterator[Event | EventError]:
+    """Pass ``items`` on at ``rate`` times their recorded pace (None: at once).
+    With ``idle_flush`` (seconds), a wait longer than that yields ``IDLE``
+    once it has lasted that long, as a live input that went quiet does."""
     if rate is None:
         yield from items
         return
@@ -62,6 +65,10 @@ def replay(items: Iterable[Event | EventError], rate: float | None, *,
             else:
                 due = start_wall + float(item.time - start_time) / rate
                 delay = due - clock()
+                if idle_flush is not None and delay > idle_flush:
+                    sleep(idle_flush)
+                    yield IDLE
+                    delay = due - clock()
                 if delay > 0:
                     sleep(delay)
         yield item

@@ -6,6 +6,7 @@ import pytest
 import rdflib
 
 from spaseq_plugin import Engine, EventError, KnowledgeBase
+from spaseq_plugin.events import IDLE
 
 from helpers import PREFIX, event, rows, run
 
@@ -129,21 +130,58 @@ def test_bad_events_are_rejected_counted_and_the_stream_goes_on():
 
 def test_push_rdflib_graphs():
     engine = Engine(PREFIX + q("A ; B"))
+    results = []
     for t, (name, kind) in enumerate([("a1", "a"), ("b1", "b")], start=1):
         g = rdflib.Graph()
         g.add((rdflib.URIRef("http://example/" + name), rdflib.URIRef("http://example/kind"), rdflib.Literal(kind)))
-        engine.push("http://example.org/s", t, g)
-    assert rows(engine.close()) == [(2, (("a", ":a1"), ("b", ":b1")))]
+        results += engine.push("http://example.org/s", t, g)
+    assert rows(results + engine.close()) == [(2, (("a", ":a1"), ("b", ":b1")))]
 
 
 def test_callback_sees_results_as_they_come():
+    # One stream has at most one event per timestamp: its results are final at once.
     seen = []
     engine = Engine(PREFIX + q("A ; B"), on_result=seen.append)
     engine.push_event(kinds("a1@1")[0])
     engine.push_event(kinds("b1@2")[0])
-    assert seen == []                 # τ=2 may still get simultaneous events
-    engine.push_event(kinds("c1@3")[0])
     assert len(seen) == 1
+
+
+TWO_STREAMS = """SELECT * WITHIN 100 SECONDS
+FROM STREAM S <http://example.org/s>
+FROM STREAM T <http://example.org/t>
+WHERE { SEQ (A ; (B & C))
+  DEFINE GPM A ON S { ?a :kind "a" . }
+  DEFINE GPM B ON S { ?b :kind "b" . }
+  DEFINE GPM C ON T { ?c :kind "c" . } }"""
+
+
+def test_a_timestamp_is_complete_once_every_stream_has_delivered_it():
+    engine = Engine(PREFIX + TWO_STREAMS)
+    assert engine.push_event(event("s", 1, ':a1 :kind "a" .')) == []
+    assert engine.push_event(event("s", 2, ':b1 :kind "b" .')) == []    # t may still send 2
+    got = engine.push_event(event("t", 2, ':c1 :kind "c" .'))            # now it has
+    assert rows(got) == [(2, (("a", ":a1"), ("b", ":b1"), ("c", ":c1")))]
+    # ...or something later: then 2 is complete too.
+    engine = Engine(PREFIX + TWO_STREAMS)
+    engine.push_event(event("t", 1, ':c0 :kind "c" .'))
+    engine.push_event(event("s", 3, ':a1 :kind "a" .'))
+    engine.push_event(event("t", 5, ':c9 :kind "c" .'))
+    assert engine.push_event(event("s", 5, ':b1 :kind "b" .')) != []
+
+
+def test_idle_closes_the_pending_timestamp_and_a_late_event_is_rejected():
+    engine = Engine(PREFIX + TWO_STREAMS)
+    engine.push_event(event("t", 1, ':c0 :kind "c" .'))
+    engine.push_event(event("s", 2, ':a1 :kind "a" .'))
+    engine.push_event(event("s", 3, ':b1 :kind "b" .'))
+    engine.push_event(event("t", 3, ':c1 :kind "c" .'))                 # 3 complete: A ; (B & C)
+    engine.push_event(event("s", 4, ':b2 :kind "b" .'))                 # t is quiet
+    assert engine.idle() == []                                           # (no C at 4: no match)
+    late = event("t", 4, ':c2 :kind "c" .')
+    assert engine.push_event(late) == []
+    assert engine.stats.rejected_by_reason == {"late": 1}
+    assert [r.time for r in engine.run([event("s", 6, ':b3 :kind "b" .'), IDLE])] == []
 
 
 def test_runs_are_dropped_when_the_window_passes():

@@ -248,6 +248,7 @@ def test_construct_output_of_one_engine_feeds_another_through_mqtt(mosquitto):
     writer = TrigWriter(text, [])
     for result in produced:
         writer.write(result)
+    writer.close()
     offline = list(Engine(SECOND).run(read_text(text.getvalue().encode(), "file", DERIVED)))
     assert [(r.time, r.bindings["y"].value) for r in offline] == [(r.time, r.bindings["y"].value) for r in found]
 
@@ -269,6 +270,7 @@ def test_mqtt_sink_reconnects_after_the_broker_restarts(mosquitto):
     try:
         sink.write(produced[0])
         sink.write(produced[1])
+        sink.flush()                            # (a CONSTRUCT event goes when its time is final)
         wait_until(lambda: len(received) == 2, 10, what="the first two messages")
         mosquitto.stop()
         wait_until(lambda: sink.failures >= 2 and source.failures >= 2, 10, what="both to notice")

@@ -51,7 +51,7 @@ from ..spark.session import require_pyspark
 from ..streams.files import merge_streams, read_manifest_streams, stream_file_format
 from ..streams.network import LiveOptions, StdinSource, parse_format
 from ..streams.reader import event_text
-from ..streams.reorder import merge_arrival, parse_lateness, reorder
+from ..streams.reorder import ReorderBuffer, merge_arrival, parse_lateness
 from ..streams.replay import parse_rate, replay
 
 log = logging.getLogger(__name__)
@@ -185,10 +185,14 @@ environment: SPASEQ_DEBUG=1 shows the Python traceback of an internal error;
 SPARK_MASTER is the default --spark-master; JAVA_HOME a Java 17+ for Spark."""
 
 
-def _flushing(items, writers):
+def _flushing(items, writers, out=None):
     """The input items, with the writers flushed before each next item is read: a live
-    source may make that read wait, and the results so far must not wait with it."""
+    source may make that read wait, and the results so far must not wait with it.  With
+    ``out`` (a live input), that stream is flushed too, so that the results reach their
+    reader (a pipe) at once."""
     flushes = [writer.flush for writer in writers if hasattr(writer, "flush")]
+    if out is not None:
+        flushes.append(out.flush)
     for item in items:
         yield item
         for flush in flushes:
@@ -245,6 +249,10 @@ def _parser() -> argparse.ArgumentParser:
                           "(e.g. 5, 500ms, 2min); later ones are rejected")
     run.add_argument("--max-events", type=int, metavar="N",
                      help="live sources (stdin, tcp, mqtt) end after N events")
+    run.add_argument("--idle-flush", type=_milliseconds, default=200, metavar="MS",
+                     help="live input (and --rate replays): when nothing has come for this long, close the "
+                          "pending timestamp and write its results (default 200; a timestamp is also "
+                          "complete as soon as every stream has delivered it or a later one)")
     run.add_argument("--idle-timeout", type=float, metavar="SECONDS",
                      help="live sources end after this long without input")
     run.add_argument("--engine", choices=["stream", "spark"], default="stream",
@@ -305,6 +313,16 @@ def _limits(args) -> QueryLimits:
     except ValueError as e:             # "max_nesting must be ..."
         name, _, problem = str(e).partition(" ")
         raise UsageError(f"--{name.replace('_', '-')}: {problem}") from None
+
+
+def _milliseconds(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of milliseconds") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
+    return value
 
 
 def _time_jump(text: str):
@@ -423,15 +441,19 @@ def _open_kb(specs: list[str], compiled: CompiledQuery, flag: str = "--kb") -> K
 
 
 def _stream_sources(compiled: CompiledQuery, specs: list[str], manifests: list[str],
-                    lateness: str | None, opened: contextlib.ExitStack):
+                    lateness: str | None, opened: contextlib.ExitStack, idle_flush: float | None = None):
     """The merged input of ``--stream`` and ``--manifest`` (each source is closed by
-    ``opened``), and the IRIs of the streams that have an input."""
+    ``opened``), the IRIs of the streams that have an input, and whether it is live
+    (a source that is not a stream file)."""
     sources = []
     fed = set()
+    live = False
     for spec in specs:
         iri, location = _stream_spec(compiled, spec)
         with as_usage_error(f"--stream {spec}"):
             source = _open_source(location, iri, opened)
+        scheme, path = _source_scheme(location)
+        live = live or scheme != "file" or _file_kind(path) == "special"
         opened.callback(_close_source, source)
         sources.append(source)
         fed.add(iri)
@@ -446,11 +468,16 @@ def _stream_sources(compiled: CompiledQuery, specs: list[str], manifests: list[s
             fed.add(iri)
     if not sources:
         raise UsageError("no input: give --stream ALIAS=PATH (or --manifest FILE)")
+    allowed = None
     if lateness is not None:
         with as_usage_error(f"--lateness {lateness}"):
             allowed = parse_lateness(lateness)
-        return reorder(merge_arrival(sources), allowed), fed
-    return merge_streams(sources), fed
+    if live or allowed is not None:
+        # In time order as they arrive: a source waits for the others unless it is
+        # quiet (or the lateness has passed).
+        order = ReorderBuffer(allowed, quiet_after=idle_flush)
+        return merge_arrival(sources, idle_flush=idle_flush, order=order), fed, live
+    return merge_streams(sources), fed, live
 
 
 def _unfed_warnings(compiled: CompiledQuery, fed: set[str]) -> list[str]:
@@ -568,9 +595,13 @@ def _run(args) -> int:
         else:
             if kb is not None:
                 opened.callback(kb.close)
-            items, fed = _stream_sources(compiled, args.stream, args.manifest, args.lateness, opened)
+            idle_flush = args.idle_flush / 1000
+            items, fed, live = _stream_sources(compiled, args.stream, args.manifest, args.lateness, opened,
+                                               idle_flush)
             with as_usage_error(f"--rate {args.rate}"):
-                items = replay(items, parse_rate(args.rate))
+                rate = parse_rate(args.rate)
+            items = replay(items, rate, idle_flush=idle_flush)
+            live = live or rate is not None
             warnings += _unfed_warnings(compiled, fed)
         out: IO[str] = sys.stdout
         if args.output:
@@ -606,7 +637,8 @@ def _run(args) -> int:
         started = time.perf_counter()
         interrupted = False
         try:
-            results = engine.run(_flushing(progress.counting(items), writers)) if args.engine == "stream" else engine.results()
+            results = (engine.run(_flushing(progress.counting(items), writers, out if live else None))
+                       if args.engine == "stream" else engine.results())
             for result in results:
                 for writer in writers:
                     writer.write(result)

@@ -20,7 +20,7 @@ import pyoxigraph as ox
 from ..errors import UsageError
 from ..events import PROV_GENERATED_AT, format_time, time_literal
 from ..hookspecs import ResultSink, hookimpl
-from ..runtime.results import Result, term_to_json
+from ..runtime.results import ConstructedEvents, Result, term_to_json
 
 FORMATS = ("jsonl", "csv", "tsv", "json", "trig")
 EVENTS_COLUMN = "events"
@@ -187,13 +187,29 @@ class SparqlJsonWriter(Writer):
 
 
 class TrigWriter(Writer):
-    """CONSTRUCT results as graph events: a stream file another query can read."""
+    """CONSTRUCT results as graph events, one per match time: a stream file
+    another query can read."""
+
+    def __init__(self, out: IO[str], variables: list[str], with_events: bool = False):
+        super().__init__(out, variables, with_events)
+        self.events = ConstructedEvents()
 
     def write(self, result: Result) -> None:
-        graph = result.graph
-        stamp = ox.Quad(graph, PROV_GENERATED_AT, time_literal(result.time, result.is_datetime))
-        quads = [stamp] + [ox.Quad(t.subject, t.predicate, t.object, graph) for t in result.triples or ()]
-        self.out.write(ox.serialize(quads, format=ox.RdfFormat.TRIG).decode())
+        if (event := self.events.add(result)) is not None:
+            self.out.write(trig_event(event))
+
+    def flush(self) -> None:
+        if (event := self.events.flush()) is not None:
+            self.out.write(trig_event(event))
+        super().flush()
+
+
+def trig_event(result: Result) -> str:
+    """A CONSTRUCT result as a TriG graph event: its graph block and its timestamp."""
+    graph = result.graph
+    stamp = ox.Quad(graph, PROV_GENERATED_AT, time_literal(result.time, result.is_datetime))
+    quads = [stamp] + [ox.Quad(t.subject, t.predicate, t.object, graph) for t in result.triples or ()]
+    return ox.serialize(quads, format=ox.RdfFormat.TRIG).decode()
 
 
 @hookimpl

@@ -65,7 +65,7 @@ from ..events import Event, Time, format_time, parse_timestamp, time_literal
 from ..rdflib_terms import ox_to_rdflib
 from ..kb import KnowledgeBase
 from ..rdflib_terms import rdflib_to_ox
-from ..runtime.results import Result
+from ..runtime.results import ConstructedEvents, Result
 from ..stores import as_knowledge_base, knowledge_base
 from ..stores.rdflib_store import to_ox
 
@@ -268,7 +268,7 @@ def _construct_dataset(results: list[Result], prefixes: Mapping[str, str]) -> Da
     for prefix, iri in prefixes.items():
         out.bind(prefix, iri, override=True, replace=True)
     default = _default_graph(out)
-    for result in results:
+    for result in _one_per_time(results):
         name = ox_to_rdflib(result.graph)
         default.add((name, PROV_GENERATED_AT_TIME,
                      ox_to_rdflib(time_literal(result.time, result.is_datetime))))
@@ -276,6 +276,15 @@ def _construct_dataset(results: list[Result], prefixes: Mapping[str, str]) -> Da
         for t in result.triples or ():
             event_graph.add((ox_to_rdflib(t.subject), ox_to_rdflib(t.predicate),
                              ox_to_rdflib(t.object)))
+    return out
+
+
+def _one_per_time(results: list[Result]) -> list[Result]:
+    """CONSTRUCT results as one graph event per match time (``merge_constructed``)."""
+    events = ConstructedEvents()
+    out = [event for result in results if (event := events.add(result)) is not None]
+    if (event := events.flush()) is not None:
+        out.append(event)
     return out
 
 

@@ -38,7 +38,7 @@ import os
 from collections.abc import AsyncIterable, AsyncIterator, Iterable
 
 from ..errors import EventError
-from ..events import Event, Time
+from ..events import IDLE, Event, Time
 from .results import Result
 
 __all__ = ["aiter_blocking", "merge_async", "open_source_async", "reorder_async", "run_async"]
@@ -94,10 +94,14 @@ async def run_async(engine, events, *, close: bool = True) -> AsyncIterator[Resu
     its last results are yielded too."""
     count = 0
     async for item in _as_async(events):
-        if isinstance(item, EventError):
+        if isinstance(item, Event):
+            results = engine.push_event(item)
+        elif item is IDLE:
+            results = engine.idle()
+        else:
             engine.reject(item)
             continue
-        for result in engine.push_event(item):
+        for result in results:
             yield result
         count += 1
         if count % 256 == 0:

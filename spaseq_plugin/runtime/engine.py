@@ -14,13 +14,17 @@
 ...     return [ox.Triple(ox.NamedNode("http://example/" + name), kind, ox.Literal(kind_value))]
 >>> engine.push("http://example.org/s", 1, event("a1", "a", 1))
 []
->>> engine.push("http://example.org/s", 2, event("b1", "b", 2))
-[]
->>> [(r.time, r.bindings["x"].value, r.bindings["y"].value) for r in engine.close()]
+>>> [(r.time, r.bindings["x"].value, r.bindings["y"].value)
+...  for r in engine.push("http://example.org/s", 2, event("b1", "b", 2))]
 [(2, 'http://example/a1', 'http://example/b1')]
+>>> engine.close()
+[]
 
-Results of a timestamp are final once a later timestamp arrives (or at
-:meth:`close`), because simultaneous events may still complete them.
+Results of a timestamp are final once every stream of the query has
+delivered that timestamp or a later one (each stream has at most one event
+per timestamp), or a later timestamp arrives, or the input went quiet
+(:meth:`idle`, a live input's ``IDLE``), or at :meth:`close`: until then
+simultaneous events may still complete them.
 """
 
 from __future__ import annotations
@@ -39,7 +43,7 @@ import pyoxigraph as ox
 from ..language.compiler import CompiledQuery, compile_query
 from ..language.limits import QueryLimits
 from ..errors import EventError
-from ..events import Event, Time, as_time
+from ..events import IDLE, Event, Time, as_time
 from ..evaluators.protocol import GpmEvaluator
 from ..evaluators.spectra import SpectraEvaluator
 from ..kb import KnowledgeBase
@@ -119,6 +123,9 @@ class Engine:
         self._last_per_stream: dict[str, Time] = {}
         self._kind: bool | None = None
         self._ignored_streams: set[str] = set()
+        self._streams = tuple(self.compiled.streams)
+        self._idle_closed: Time | None = None  # the latest timestamp closed by idle()
+        self._hold = False                      # hold back the results of self._time (_flush_batch)
 
     @property
     def current_time(self) -> Time | None:
@@ -167,7 +174,28 @@ class Engine:
             self._flush_batch()
         self._time = event.time
         self._batch.append(event)
+        if self._complete(event.time):
+            self._flush_batch()
         return self._drain()
+
+    def idle(self) -> list[Result]:
+        """The input went quiet: close the pending timestamp now, as if every
+        stream had moved past it.  An event of that timestamp arriving later
+        is rejected (``late``)."""
+        if self._batch:
+            self._idle_closed = self._time
+            self._flush_batch()
+        self._hold = False
+        return self._drain()
+
+    def _complete(self, time: Time) -> bool:
+        """Whether every stream of the query has delivered ``time`` or later."""
+        last = self._last_per_stream
+        for stream in self._streams:
+            delivered = last.get(stream)
+            if delivered is None or delivered < time:
+                return False
+        return True
 
     def reject(self, error: EventError) -> None:
         self.stats.count_rejection(error)
@@ -178,6 +206,7 @@ class Engine:
         """End of input: finish the last timestamp and emit pending matches."""
         self._flush_batch()
         self.runtime.finish()
+        self._hold = False
         if not self._closed:
             self._closed = True
             call_stopped(self)
@@ -188,10 +217,12 @@ class Engine:
     def run(self, items: Iterable[Event | EventError]) -> Iterator[Result]:
         """Evaluate over a whole time-ordered input, yielding results as they come."""
         for item in items:
-            if isinstance(item, EventError):
+            if isinstance(item, Event):
+                yield from self.push_event(item)
+            elif item is IDLE:
+                yield from self.idle()
+            else:
                 self.reject(item)
-                continue
-            yield from self.push_event(item)
         yield from self.close()
 
     # -- internals ---------------------------------------------------------
@@ -220,6 +251,9 @@ class Engine:
         if self._time is not None and event.time < self._time:
             return (f"out of order: the stream set is already at {self._time}, this event is at {event.time}",
                     "out-of-order")
+        if self._idle_closed is not None and event.time <= self._idle_closed:
+            return (f"late: timestamp {event.time} was closed when the input went quiet (--idle-flush)",
+                    "late")
         if event.stream in self.compiled.streams:
             self._kind = event.is_datetime
         return None
@@ -229,6 +263,11 @@ class Engine:
             batch, self._batch = self._batch, []
             self.runtime.process_batch(batch[0].time, batch)
             self.stats.peak_runs = max(self.stats.peak_runs, self.runtime.peak_runs)
+            # A trailing negation's match due at this very time comes out with the next
+            # batch: hold this time's results back until then, so that the results of
+            # one match time always come out together (a CONSTRUCT sink writes them
+            # as one event).
+            self._hold = bool(self.runtime.pending_heap) and self.runtime.pending_heap[0][0] == batch[0].time
 
     def _on_match(self, match: Match) -> None:
         self.stats.matches += 1
@@ -241,6 +280,11 @@ class Engine:
         self._out.append(result)
 
     def _drain(self) -> list[Result]:
+        if self._hold and self._out:
+            held = self._time
+            out = [result for result in self._out if result.time != held]
+            self._out = [result for result in self._out if result.time == held]
+            return out
         out, self._out = self._out, []
         return out
 

@@ -3,7 +3,8 @@
 SELECT projects a match's mapping (a Kleene variable shows its last
 iteration; aggregates run over the iterations of that one match, evaluated
 by pyoxigraph so they follow SPARQL exactly).  CONSTRUCT instantiates its
-template into a new graph event at the match time.
+template into a new graph at the match time; the sinks write the graphs of
+one match time as one event (``merge_constructed``).
 """
 
 from __future__ import annotations
@@ -118,6 +119,43 @@ class Projector:
                     continue       # not a valid triple: skipped, as SPARQL CONSTRUCT does
                 out.append(ox.Triple(s, p, o))
         return out
+
+
+def merge_constructed(results: list[Result]) -> Result:
+    """CONSTRUCT results of one match time as one graph event: the union of
+    their graphs (each match keeps its own fresh blank nodes), named after
+    the first, made from all their events.  A stream has at most one graph
+    per timestamp (semantics.md section 1), so an output stream carries one
+    event per match time, and reads back whole as another query's input."""
+    first = results[0]
+    if len(results) == 1:
+        return first
+    triples = list(dict.fromkeys(t for result in results for t in result.triples or ()))
+    events = tuple(dict.fromkeys(e for result in results for e in result.events))
+    return Result(first.time, first.is_datetime, None, triples, events, first.graph)
+
+
+class ConstructedEvents:
+    """Collects CONSTRUCT results into one event per match time (see
+    :func:`merge_constructed`) for a sink: :meth:`add` returns the event of
+    the previous time when a result of another time comes, :meth:`flush`
+    the event being collected (None if there is none)."""
+
+    def __init__(self):
+        self.results: list[Result] = []
+
+    def add(self, result: Result) -> Result | None:
+        done = None
+        if self.results and result.time != self.results[0].time:
+            done = self.flush()
+        self.results.append(result)
+        return done
+
+    def flush(self) -> Result | None:
+        if not self.results:
+            return None
+        results, self.results = self.results, []
+        return merge_constructed(results)
 
 
 def _sparql_term(term: Term) -> str:
