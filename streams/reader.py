@@ -801,9 +801,10 @@ class _Assembler:
                      more) -> bool | None:
         """``take_chunk`` for the common piece, checked at C speed: one stamp
         per run, in the same order, each right before its run (or each right
-        after it); then a stamp may end the piece (of a graph in the next one)
-        and one may start it (for the graph being read).  None when the piece
-        is not like that."""
+        after it); the first run's stamp may have ended the piece before (an
+        orphan), a stamp may end the piece (of a graph in the next one) and
+        one may start it (for the graph being read).  None when the piece is
+        not like that (the general rules decide)."""
         count = len(runs)
         if not count:
             return None
@@ -811,22 +812,33 @@ class _Assembler:
         head = None
         if stamps and carried is not None and stamps[0][0] == carried.name and stamps[0][2] == 0:
             head, stamps = stamps[0], stamps[1:]
-        tail = stamps[count:]
-        stamps = stamps[:count]
         names = [run[0] for run in runs]
-        if len(stamps) != count or names != [stamp[0] for stamp in stamps]:
+        lead = orphans.get(names[0]) if orphans else None      # the first run's earlier stamp
+        if lead is not None and self.graphs - lead[1] > NEAR_GRAPHS:
             return None
-        shift = stamps[0][2]
-        if shift > 1 or [stamp[2] for stamp in stamps] != list(range(shift, count + shift)):
+        paired = names[1:] if lead is not None else names
+        tail = stamps[len(paired):]
+        stamps = stamps[:len(paired)]
+        if [stamp[0] for stamp in stamps] != paired:
             return None
+        if stamps:
+            start = count - len(paired)
+            shift = stamps[0][2] - start
+            if not 0 <= shift <= 1 or [stamp[2] for stamp in stamps] != list(range(start + shift, count + shift)):
+                return None
         # (so every run has its stamp next to it: the distances are 0)
-        unique = set(names)
-        if len(unique) != count or (carried is not None and carried.name in unique) \
+        unique = set(paired)
+        if len(unique) != len(paired) or (lead is not None and names[0] in unique) \
+                or (carried is not None and carried.name in names) \
                 or not unique.isdisjoint(done.newer) or not unique.isdisjoint(done.older) \
-                or (orphans and not unique.isdisjoint(orphans)):
+                or (lead is not None and done.get(names[0], _ABSENT) is not _ABSENT):
             return False
+        if orphans and not unique.isdisjoint(orphans):
+            return None
+        if lead is not None:
+            unique.add(names[0])
         try:
-            times = [parse_timestamp(stamp[1]) for stamp in stamps]
+            times = ([lead[0]] if lead is not None else []) + [parse_timestamp(stamp[1]) for stamp in stamps]
             head_time = parse_timestamp(head[1]) if head is not None else None
             tail = [(name, parse_timestamp(term), before) for name, term, before in tail]
         except ValueError:
@@ -850,6 +862,8 @@ class _Assembler:
             del self.queue[carried.name]
             self._emit(carried)
         last = count - 1
+        if lead is not None:
+            del orphans[names[0]]
         done.add_all(names[:last], times)
         append, stream, where = self.out.append, self.stream, self.where
         for (name, triples, _), (time, is_datetime), line in zip(runs[:last], times, lines):

@@ -40,7 +40,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..output.formats import JsonLinesWriter
-from .bare import bare_parse
+from .bare import bare_parse, compare_reading
 from .digest import Digest, canonical_result
 from .writer import Discard
 from .workloads import DEFAULT_WORKLOADS, STRATEGIES, WORKLOADS, Source, open_source
@@ -85,6 +85,9 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--kb-sizes", metavar="LIST", default=None,
                    help="background KB sizes in triples for workloads with a KB, comma-separated "
                         "(e.g. 10000,100000,1000000; default: each workload's own)")
+    p.add_argument("--read", nargs="+", metavar="FILE", default=None,
+                   help="only compare reading these stream files (.trig, .nq, maybe .gz) with pyoxigraph's "
+                        "bare parse of the same bytes, in one run (best of --repeat, at least 3)")
     p.add_argument("--no-parse", action="store_true", help="skip the parse-only baseline")
     p.add_argument("--json", metavar="FILE", help="write every measurement as JSON here")
     p.add_argument("--plot", metavar="DIR",
@@ -127,6 +130,34 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     return p
 
 
+def _read_bench(args: argparse.Namespace) -> int:
+    """``spaseq bench --read FILE...``: the reader against the bare parse, per file."""
+    from ..streams.files import stream_file_format
+    head = ["file", "events", "quads", "rejected", "bare parse ev/s", "reader ev/s", "reader / bare"]
+    rows, report = [], []
+    for path in args.read:
+        try:
+            stream_file_format(path)
+            result = compare_reading([path], repeat=max(3, args.repeat))
+        except (OSError, ValueError) as e:
+            print(f"spaseq bench: --read {path}: {e}", file=sys.stderr)
+            return 2
+        report.append(result)
+        rows.append([path, _fmt(result["events"]), _fmt(result["quads"]), _fmt(result["rejected"]),
+                     _fmt(result["bare_eps"]), _fmt(result["read_eps"]), _fmt(result["ratio"], ".2f")])
+    widths = [max(len(str(x)) for x in col) for col in zip(head, *rows)]
+    for cells in [head, ["-" * w for w in widths], *rows]:
+        print("  ".join(str(c).ljust(w) if i == 0 else str(c).rjust(w)
+                        for i, (c, w) in enumerate(zip(cells, widths))).rstrip())
+    print("bare parse: pyoxigraph.parse over the file's bytes, doing nothing with the quads; reader: the "
+          "stream reader (events, timestamps, order checks), no engine; each the fastest of "
+          f"{max(3, args.repeat)} runs, in turns, in this process.")
+    if getattr(args, "json", None):
+        with open(args.json, "w", encoding="utf-8") as f:
+            json.dump(report, f, indent=1)
+    return 0
+
+
 def _have_matplotlib() -> bool:
     try:
         import matplotlib  # noqa: F401
@@ -145,6 +176,8 @@ def run_bench(args: argparse.Namespace) -> int:
     if getattr(args, "engine", "stream") == "spark":
         from .spark import cmd_spark_bench
         return cmd_spark_bench(args)
+    if getattr(args, "read", None):
+        return _read_bench(args)
     if getattr(args, "writer", False):
         from .writer import writer_report
         line = writer_report(args.events or 200_000)
