@@ -66,6 +66,27 @@ def test_quick_bench_end_to_end(tmp_path, capsys):
     assert rows["rdflib"]["events"] <= 100
     assert all(c["equal"] for c in data["checks"])
     assert data["parse"][0]["events"] == 150
+    assert "bare parse" in printed and data["parse"][0]["bare_eps"] > 0      # the floor beside parse-only
+
+
+def test_read_bench_compares_the_reader_with_the_bare_parse(tmp_path, capsys):
+    trig, nq = tmp_path / "s.trig", tmp_path / "s.nq"
+    write_trig(stock_events(300), str(trig))
+    write_nquads(stock_events(300), str(nq))
+    out = tmp_path / "read.json"
+    assert bench.run_bench(_args("--read", str(trig), str(nq), "--json", str(out))) == 0
+    printed = capsys.readouterr().out
+    assert "reader / bare" in printed and str(trig) in printed
+    rows = json.loads(out.read_text())
+    assert [(r["events"], r["rejected"]) for r in rows] == [(300, 0), (300, 0)]
+    assert all(r["quads"] > 300 and 0 < r["ratio"] for r in rows)
+    assert bench.run_bench(_args("--read", str(tmp_path / "missing.trig"))) == 2
+
+
+def test_latency_bench_measures_every_event(capsys):
+    assert bench.run_bench(_args("--latency", "--events", "40", "--latency-rate", "200")) == 0
+    printed = capsys.readouterr().out
+    assert re.search(r"40 of 40 events at 200/s: p50 [0-9.]+ ms, p99 [0-9.]+ ms", printed), printed
 
 
 def test_quick_bench_inline_every_strategy_without_matplotlib(monkeypatch, tmp_path, capsys):

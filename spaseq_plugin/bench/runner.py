@@ -85,6 +85,11 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--kb-sizes", metavar="LIST", default=None,
                    help="background KB sizes in triples for workloads with a KB, comma-separated "
                         "(e.g. 10000,100000,1000000; default: each workload's own)")
+    p.add_argument("--latency", action="store_true",
+                   help="only measure the latency of live events: spaseq run reading a TCP source, "
+                        "--events events (default 2000) sent at --latency-rate per second; p50, p99, max")
+    p.add_argument("--latency-rate", type=float, default=500.0, metavar="R",
+                   help="--latency: events per second (default 500)")
     p.add_argument("--read", nargs="+", metavar="FILE", default=None,
                    help="only compare reading these stream files (.trig, .nq, maybe .gz) with pyoxigraph's "
                         "bare parse of the same bytes, in one run (best of --repeat, at least 3)")
@@ -178,6 +183,17 @@ def run_bench(args: argparse.Namespace) -> int:
         return cmd_spark_bench(args)
     if getattr(args, "read", None):
         return _read_bench(args)
+    if getattr(args, "latency", False):
+        from .live import measure_latency
+        result = measure_latency(args.events or 2000, args.latency_rate)
+        if "error" in result:
+            print(f"spaseq bench: --latency: no results: {result['error']}", file=sys.stderr)
+            return 1
+        print(f"live latency over TCP: {result['results']:,} of {result['events']:,} events at "
+              f"{result['rate']:g}/s: p50 {result['p50_ms']:.1f} ms, p99 {result['p99_ms']:.1f} ms, "
+              f"max {result['max_ms']:.1f} ms (from the end of the event's send to its result's "
+              "line on spaseq run's standard output)")
+        return 0
     if getattr(args, "writer", False):
         from .writer import writer_report
         line = writer_report(args.events or 200_000)
