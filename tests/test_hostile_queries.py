@@ -568,6 +568,6 @@ def test_push_takes_numbers_iris_and_graphs():
     graph.add((rdflib.URIRef(EX + "b1"), rdflib.URIRef(EX + "kind"), rdflib.Literal("b")))
     graph.add((rdflib.URIRef(EX + "b1"), rdflib.URIRef(EX + "label"), rdflib.Literal("x")))
     engine.push(ox.NamedNode("http://example.org/s"), Decimal("1.5"), TRIPLES)
-    engine.push("http://example.org/s", 2.25, graph)
-    results = engine.close()
+    results = engine.push("http://example.org/s", 2.25, graph)      # (final at once: one stream)
+    results += engine.close()
     assert [(r.time, r.bindings["b"].value) for r in results] == [(Decimal("2.25"), EX + "b1")]
