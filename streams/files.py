@@ -61,7 +61,7 @@ __all__ = [
     "stream_file_paths",
 ]
 
-_CHUNK_BYTES = 1 << 20
+_CHUNK_BYTES = 1 << 18
 _NTRIPLES_BATCH_LINES = 2000
 
 _FORMATS = {".trig": ox.RdfFormat.TRIG, ".nq": ox.RdfFormat.N_QUADS}

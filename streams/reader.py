@@ -96,8 +96,11 @@ A regular piece is taken at once: the events it completes are built
 directly, with the lines of 1.  Anything else is read carefully, so
 rejections always come from the careful reading, with its positions.  On
 the peers' stock stream (100k events of 2 triples and a timestamp) the
-reading runs at more than half of pyoxigraph's bare parse of the same
-bytes (``spaseq bench --read FILE``, ``bench/baseline.py``).
+reading costs about twice the instructions of pyoxigraph's bare parse of
+the same bytes (``spaseq bench --read FILE``; docs/bench.md has the figures):
+what is left is building the Python objects of the events, their triples
+and their timestamps.  Pieces are kept to 256 KiB so that the objects of
+one stay in the caches until they are read.
 
 Blank node labels are kept, so one label in one text is one blank node.
 """
@@ -153,7 +156,7 @@ TEXT_LIMIT = 64 << 10
 #: accepted event of its stream (seconds): a year.
 DEFAULT_MAX_TIME_JUMP = 365 * 86400
 
-FAST_BYTES = 1 << 20                # the most a fast piece holds...
+FAST_BYTES = 1 << 18                # the most a fast piece holds...
 FAST_BYTES_AFTER_ERROR = 1 << 12    # ...and the least, after one that was not regular
 
 #: Read with the fast reading where it can (see the module docstring); tests
