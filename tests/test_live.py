@@ -196,3 +196,21 @@ def test_a_tcp_source_yields_idle_when_quiet():
             assert isinstance(items[0], Event) and items[1] is IDLE
     finally:
         source.close()
+
+
+def test_the_async_api_closes_the_pending_timestamp_on_idle():
+    import asyncio
+
+    from helpers import event
+    from spaseq_plugin import Engine
+    from spaseq_plugin.runtime.aio import run_async
+
+    engine = Engine(BOTH)
+    items = [event("t", 1, ':c0 :kind "c" .'), event("s", 2, ':a1 :kind "a" .'),
+             event("s", 3, ':b1 :kind "b" .'), event("t", 3, ':c1 :kind "c" .'),
+             event("s", 4, ':b2 :kind "b" .'), IDLE, event("t", 4, ':c2 :kind "c" .')]
+
+    async def main():
+        return [r.time async for r in run_async(engine, items)]
+    assert asyncio.run(main()) == [3]
+    assert engine.stats.rejected_by_reason == {"late": 1}
