@@ -43,7 +43,8 @@ import pyoxigraph as ox
 from ..errors import EventError
 from ..events import Event, Time
 from ..hookspecs import StreamSource, hookimpl
-from .reader import (DEFAULT_MAX_TIME_JUMP, DONE_MEMORY, MAX_STATEMENT_BYTES, NEAR_GRAPHS, OrderCheck,
+from . import reader
+from .reader import (DEFAULT_MAX_TIME_JUMP, DONE_MEMORY, NEAR_GRAPHS, OrderCheck,
                      check_order, event_reader, parse_line_batch)
 
 __all__ = [
@@ -73,10 +74,12 @@ _SETTINGS: dict[str, Time | None] = {"max_time_jump": DEFAULT_MAX_TIME_JUMP}
 @hookimpl
 def spaseq_configure(config):
     """``max_time_jump`` (``--max-time-jump``: seconds, or infinity for no
-    bound) for every stream of the run; absent or None: a year."""
+    bound; absent or None: a year) and ``max_statement`` (``--max-statement``:
+    bytes; absent or None: 32 MiB) for every stream of the run."""
     jump = config.get("max_time_jump")
     _SETTINGS["max_time_jump"] = DEFAULT_MAX_TIME_JUMP if jump is None else (
         None if jump == float("inf") else jump)
+    reader.MAX_STATEMENT_BYTES = config.get("max_statement") or reader.DEFAULT_MAX_STATEMENT_BYTES
 
 
 def order_check() -> OrderCheck:
@@ -320,7 +323,7 @@ class _Chunks:
 def _lines(path: str, where: str, span: tuple[int, int, int] | None = None
            ) -> Iterator[tuple[int, bytes] | EventError]:
     """(number, line) of a file's lines that are not blank or comments, or an
-    ``EventError`` for a line longer than ``MAX_STATEMENT_BYTES`` (skipped
+    ``EventError`` for a line longer than ``reader.MAX_STATEMENT_BYTES`` (skipped
     without being kept) or a gzip file cut short."""
     chunks = _Chunks(path, span)
     number = span[2] if span is not None else 1
@@ -340,7 +343,7 @@ def _lines(path: str, where: str, span: tuple[int, int, int] | None = None
             if stripped and stripped[0] != 35:          # (35: '#')
                 yield number, line + b"\n"
             number += 1
-        if len(rest) > MAX_STATEMENT_BYTES:
+        if len(rest) > reader.MAX_STATEMENT_BYTES:
             skipping, rest = len(rest), b""
     if skipping:
         yield _too_long(where, number, skipping)
@@ -352,7 +355,7 @@ def _lines(path: str, where: str, span: tuple[int, int, int] | None = None
 
 
 def _too_long(where: str, number: int, length: int) -> EventError:
-    return EventError(f"line of {length:,} bytes is longer than the limit of {MAX_STATEMENT_BYTES:,} bytes",
+    return EventError(f"line of {length:,} bytes is longer than the limit of {reader.MAX_STATEMENT_BYTES:,} bytes",
                       f"{where}:{number}", reason="too-large", text_length=length)
 
 

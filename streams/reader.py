@@ -145,8 +145,9 @@ NEAR_GRAPHS = 1000
 DONE_MEMORY = 10_000
 
 #: The longest statement (TriG) or line (N-Quads) read: a longer one is
-#: rejected as it streams by, without being kept in memory.
-MAX_STATEMENT_BYTES = 32 << 20
+#: rejected as it streams by, without being kept in memory (``--max-statement``).
+DEFAULT_MAX_STATEMENT_BYTES = 32 << 20
+MAX_STATEMENT_BYTES = DEFAULT_MAX_STATEMENT_BYTES
 
 #: How much of a rejected statement's text a rejection carries (for the
 #: dead-letter file); its full length is given with it.
@@ -314,10 +315,13 @@ class _TrigReader(EventReader):
         regular: whether it did (else they are for the careful reading)."""
         splitter = self.splitter
         buf, pos, end = splitter.buf, splitter.start, splitter.end
-        if end - pos > self.size:
-            stop = _statement_end(buf, pos, pos + self.size)
+        size = min(self.size, MAX_STATEMENT_BYTES)      # (so its statements are within the limit)
+        if end - pos > size:
+            stop = _statement_end(buf, pos, pos + size)
             if stop <= pos:
-                stop = buf.rfind(b"\n", pos, pos + self.size) + 1 or buf.index(b"\n", pos) + 1
+                stop = buf.rfind(b"\n", pos, pos + size) + 1 or buf.index(b"\n", pos) + 1
+                if stop - pos > MAX_STATEMENT_BYTES:
+                    return False                # (the careful reading rejects it)
         else:
             stop = end
         text = bytes(buf[pos:stop])
@@ -379,11 +383,17 @@ class _NQuadsReader(EventReader):
 
     def _read(self) -> None:
         buf, end = self.buf, self.end
+        size = min(self.size, MAX_STATEMENT_BYTES)      # (so its lines are within the limit)
         start = 0
         while start < end:
-            stop = buf.rfind(b"\n", start, start + self.size) + 1 if end - start > self.size else end
+            stop = buf.rfind(b"\n", start, start + size) + 1 if end - start > size else end
             if stop <= start:
                 stop = buf.index(b"\n", start) + 1       # one line longer than the piece size
+                if stop - start > MAX_STATEMENT_BYTES:
+                    self.assembler.take(self._too_long(self.line, stop - start - 1))
+                    self.line += 1
+                    start = stop
+                    continue
             self._piece(bytes(buf[start:stop]))
             start = stop
         del buf[:start]
@@ -400,11 +410,13 @@ class _NQuadsReader(EventReader):
             self.long_line = (line, length + len(chunk))
             return b""
         self.long_line = None
-        self.assembler.take(EventError(
-            f"line of {length + newline:,} bytes is longer than the limit of {MAX_STATEMENT_BYTES:,} bytes",
-            f"{self.where}:{line}", reason="too-large", text_length=length + newline))
+        self.assembler.take(self._too_long(line, length + newline))
         self.line += 1
         return chunk[newline + 1:]
+
+    def _too_long(self, line: int, length: int) -> EventError:
+        return EventError(f"line of {length:,} bytes is longer than the limit of {MAX_STATEMENT_BYTES:,} bytes",
+                          f"{self.where}:{line}", reason="too-large", text_length=length)
 
     def _piece(self, text: bytes) -> None:
         first = self.line
@@ -1403,10 +1415,13 @@ class _TrigSplitter:
         self.line_no += buf.count(b"\n", self.line_at, first)
         self.line_at = first
         column0 = first - (buf.rfind(b"\n", 0, first) + 1)
-        brace = self.brace
+        brace = None if self.brace is None else self.brace - first
+        if end - first > MAX_STATEMENT_BYTES:           # whole, but too long: only its start is kept
+            head = bytes(buf[first:first + TEXT_LIMIT])
+            return _Statement(self.line_no, column0, head, brace if brace is not None and brace < len(head)
+                              else None, length=end - first)
         # (rstrip: a statement cut short should fail at its own last line)
-        return _Statement(self.line_no, column0, bytes(buf[first:end].rstrip()),
-                          None if brace is None else brace - first, unclosed)
+        return _Statement(self.line_no, column0, bytes(buf[first:end].rstrip()), brace, unclosed)
 
     def _idle_after(self, end: int) -> bool:
         """After a statement: when only space and comments follow it up to a

@@ -112,6 +112,21 @@ def test_a_40_mb_literal_is_read_in_linear_time_and_bounded_memory(tmp_path):
     assert letters[1]["position"].endswith(":40") and letters[1]["graph"] == f"<{EX}e20>"
 
 
+@pytest.mark.parametrize("fmt", ["trig", "nq"])
+def test_the_statement_limit_has_a_flag(tmp_path, fmt):
+    event = EVENT[fmt]
+    text = "".join(event(i, '"' + "z" * 3000 + '"' if i == 2 else None) for i in range(1, 4))
+    results, rejected, letters, process = run(tmp_path, f"s.{fmt}", text.encode(), "--max-statement", "2KiB")
+    assert process.returncode == 0, process.stderr
+    assert values(results) == ["v1", "v3"] and [letter["reason"] for letter in letters] == ["too-large"]
+    assert "limit of 2,048 bytes" in letters[0]["error"]
+    results, rejected, letters, process = run(tmp_path, f"s.{fmt}", text.encode())
+    assert len(results) == 3 and not letters
+    process = spaseq("run", str(tmp_path / "q.rq"), "--stream", f"S={tmp_path / f's.{fmt}'}",
+                     "--max-statement", "big")
+    assert process.returncode == 2 and "--max-statement" in process.stderr
+
+
 def test_a_huge_nquads_line_is_skipped_as_it_comes(tmp_path):
     text = "".join(nquads_event(i, '"' + "y" * (40 * MiB) + '"' if i == 3 else None) for i in range(1, 6))
     results, rejected, letters, process = run(tmp_path, "s.nq", text.encode(), memory=300 * MiB)

@@ -231,14 +231,15 @@ def outcome(path: str, fast: bool) -> str:
     return _ANONYMOUS.sub(lambda m: names.setdefault(m.group(1), f"_:anon{len(names)}"), text)
 
 
-def check(data: bytes, chunk: int, piece: int, name: str = "s.trig") -> None:
+def check(data: bytes, chunk: int, piece: int, name: str = "s.trig", limit: int = 32 << 20) -> None:
     with tempfile.TemporaryDirectory() as folder:
         path = os.path.join(folder, name)
         with open(path, "wb") as f:
             f.write(data)
         with mock.patch.object(files, "_CHUNK_BYTES", chunk), \
                 mock.patch.object(reader, "FAST_BYTES", piece), \
-                mock.patch.object(reader, "FAST_BYTES_AFTER_ERROR", min(piece, 1 << 12)):
+                mock.patch.object(reader, "FAST_BYTES_AFTER_ERROR", min(piece, 1 << 12)), \
+                mock.patch.object(reader, "MAX_STATEMENT_BYTES", limit):
             careful = outcome(path, fast=False)
             fast = outcome(path, fast=True)
         note(data.decode(errors="replace"))
@@ -274,6 +275,11 @@ def test_fast_reads_like_careful(data, chunk, batch):
     check(data, chunk, batch)
 
 
+@given(trig_files(), CHUNKS, BATCHES, st.sampled_from([60, 120, 400]))
+def test_fast_reads_like_careful_under_a_statement_limit(data, chunk, batch, limit):
+    check(data, chunk, batch, limit=limit)
+
+
 @st.composite
 def nquads_files(draw) -> bytes:
     """N-Quads stream files: stamps before or after their graph's quads, graphs
@@ -299,9 +305,9 @@ def nquads_files(draw) -> bytes:
     return ("\n".join(lines) + draw(st.sampled_from(["\n", ""]))).encode()
 
 
-@given(nquads_files(), CHUNKS, st.sampled_from([1, 200, 1 << 16]))
-def test_fast_reads_nquads_like_careful(data, chunk, piece):
-    check(data, chunk, piece, "s.nq")
+@given(nquads_files(), CHUNKS, st.sampled_from([1, 200, 1 << 16]), st.sampled_from([80, 32 << 20]))
+def test_fast_reads_nquads_like_careful(data, chunk, piece, limit):
+    check(data, chunk, piece, "s.nq", limit)
 
 
 def test_fast_reading_is_used():

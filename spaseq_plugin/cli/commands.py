@@ -234,6 +234,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--dead-letter", metavar="FILE",
                      help="write rejected events here, one JSON line each: position, reason, error, graph, "
                           "and the rejected text (cut past 64 KiB, with its length), ready to fix and feed again")
+    run.add_argument("--max-statement", metavar="SIZE", type=_size, default=None,
+                     help="reject a TriG statement or N-Quads line longer than this, skipping it as it "
+                          "streams by (e.g. 64MiB; default 32MiB)")
     run.add_argument("--max-time-jump", metavar="DURATION", type=_time_jump, default=None,
                      help="reject an event more than this after the previous event of its stream, so that one "
                           "bad clock does not make the rest of the stream out of order (e.g. 1d, 12h; "
@@ -323,6 +326,19 @@ def _milliseconds(text: str) -> int:
     if value < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
     return value
+
+
+_SIZE = re.compile(r"\s*([0-9]+)\s*(|B|KiB|K|MiB|M|GiB|G)\s*", re.I)
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20,
+               "g": 1 << 30, "gib": 1 << 30}
+
+
+def _size(text: str) -> int:
+    """A number of bytes, maybe with a unit (KiB, MiB, GiB; K, M, G alike)."""
+    match = _SIZE.fullmatch(text)
+    if not match or int(match.group(1)) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a size such as 64MiB or 1000000")
+    return int(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]
 
 
 def _time_jump(text: str):
@@ -679,8 +695,10 @@ def _spark_input(args, compiled: CompiledQuery):
             if value is not None]
     if live:
         raise UsageError(f"{', '.join(live)}: for live input; --engine spark reads archived stream files")
-    if args.max_time_jump is not None:
-        raise UsageError("--max-time-jump: for --engine stream (--engine spark keeps the default, a year)")
+    for flag, value, default in (("--max-time-jump", args.max_time_jump, "a year"),
+                                 ("--max-statement", args.max_statement, "32 MiB")):
+        if value is not None:
+            raise UsageError(f"{flag}: for --engine stream (--engine spark keeps the default, {default})")
     if args.spark_pieces is not None and args.spark_pieces < 1:
         raise UsageError("--spark-pieces must be at least 1")
     streams = []
