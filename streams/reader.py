@@ -1337,8 +1337,10 @@ class _TrigSplitter:
                         break
             else:
                 self.scan = end
-        if self.dropped is not None or self.scan - self.start > MAX_STATEMENT_BYTES:
-            self._drop()
+        if self.dropped is not None or (self.scan - self.start > MAX_STATEMENT_BYTES and
+                                        self.scan - _SPACE.match(buf, self.start, self.scan).end()
+                                        > MAX_STATEMENT_BYTES):
+            self._drop()                        # (counted from its first character, as _cut does)
         elif self.depth == 0 and self.long_quote is None and \
                 _SPACE.match(buf, self.start, self.end).end() == self.end:
             self._idle_at(self.end)             # only space and comments left
