@@ -35,7 +35,7 @@ import heapq
 import os
 import re
 import zlib
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 
 import pyoxigraph as ox

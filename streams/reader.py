@@ -112,7 +112,6 @@ import gc
 import re
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
-from decimal import Decimal
 from itertools import accumulate, groupby, repeat
 from operator import attrgetter, lt as _lt, sub as _sub
 

@@ -12,7 +12,6 @@ import subprocess
 import sys
 import threading
 
-import pyoxigraph as ox
 import rdflib
 
 from brokers import mosquitto, mosquitto_program  # noqa: F401 (fixtures)
