@@ -21,6 +21,7 @@ from .kb import KnowledgeBase
 from .language.compiler import CompiledQuery, compile_query
 from .language.limits import QueryLimits
 from .runtime.engine import Engine, RunStats
+from .runtime.nfa_runtime import StateLimits
 from .runtime.results import Result
 from .stores.rdflib_store import RdflibKB
 
@@ -31,6 +32,7 @@ except PackageNotFoundError:        # run from a source tree that is not install
 
 __all__ = [
     "CompiledQuery", "Engine", "Event", "EventError", "KbStore", "KnowledgeBase", "LimitError", "QueryError",
-    "QueryLimits", "RdflibKB", "Result", "ResultSink", "RunStats", "SpaseqError", "StreamSource", "UsageError",
+    "QueryLimits", "RdflibKB", "Result", "ResultSink", "RunStats", "SpaseqError", "StateLimits", "StreamSource",
+    "UsageError",
     "compile_query", "hookimpl",
 ]

@@ -50,7 +50,7 @@ from ..kb import KnowledgeBase
 from ..plugins import call_started, call_stopped
 from ..stores import knowledge_base
 from .results import Projector, Result
-from .nfa_runtime import Match, Runtime
+from .nfa_runtime import Match, Runtime, StateLimits
 
 log = logging.getLogger(__name__)
 
@@ -75,6 +75,9 @@ class RunStats:
     matches: int = 0
     results: int = 0
     peak_runs: int = 0
+    live_keys: int = 0          # PARTITION BY keys holding state now
+    peak_keys: int = 0
+    dropped_runs: int = 0       # partial matches a state limit dropped (--on-limit drop-*)
     rejections: list[EventError] = field(default_factory=list)
     ignored: int = 0                    # events of streams the query does not read
     rejected_by_reason: Counter = field(default_factory=Counter)
@@ -100,13 +103,18 @@ class Engine:
     bound what the query may be and do when it is compiled here:
     ``limits=QueryLimits(allow_service=True)`` lets GPMs use SERVICE
     (docs/limits.md).
+    ``state_limits`` (a :class:`StateLimits`, default: its defaults) caps
+    the runs; under the ``fail`` policy a cap reached raises
+    :class:`LimitError` from the push that completes the timestamp, after
+    every result of earlier timestamps, and the engine stops there.
     """
 
     def __init__(self, query: str | CompiledQuery, kb: KnowledgeBase | object | None = None,
                  evaluator: GpmEvaluator | None = None,
                  on_result: Callable[[Result], None] | None = None,
                  on_reject: Callable[[EventError], None] | None = None,
-                 start: Time | None = None, limits: QueryLimits | None = None):
+                 start: Time | None = None, limits: QueryLimits | None = None,
+                 state_limits: StateLimits | None = None):
         self.compiled = compile_query(query, limits) if isinstance(query, str) else query
         self.kb, self._own_kb = knowledge_base(kb) if kb is not None else (None, False)
         self.evaluator = evaluator or SpectraEvaluator(self.kb)
@@ -115,7 +123,8 @@ class Engine:
         self.on_result = on_result
         self.on_reject = on_reject
         self._out: list[Result] = []
-        self.runtime = Runtime(self.compiled, self.evaluator, self._on_match, start)
+        self.runtime = Runtime(self.compiled, self.evaluator, self._on_match, start, state_limits)
+        self._keyed = bool(self.compiled.partition_by)       # stats count live keys
         self._closed = False
         call_started(self)
         self._batch: list[Event] = []
@@ -207,6 +216,7 @@ class Engine:
         self._flush_batch()
         self.runtime.finish()
         self._hold = False
+        self._update_stats()
         if not self._closed:
             self._closed = True
             call_stopped(self)
@@ -261,13 +271,23 @@ class Engine:
     def _flush_batch(self) -> None:
         if self._batch:
             batch, self._batch = self._batch, []
-            self.runtime.process_batch(batch[0].time, batch)
-            self.stats.peak_runs = max(self.stats.peak_runs, self.runtime.peak_runs)
+            try:
+                self.runtime.process_batch(batch[0].time, batch)
+            finally:
+                self._update_stats()
             # A trailing negation's match due at this very time comes out with the next
             # batch: hold this time's results back until then, so that the results of
             # one match time always come out together (a CONSTRUCT sink writes them
             # as one event).
             self._hold = bool(self.runtime.pending_heap) and self.runtime.pending_heap[0][0] == batch[0].time
+
+    def _update_stats(self) -> None:
+        runtime, stats = self.runtime, self.stats
+        stats.peak_runs = runtime.peak_runs
+        stats.dropped_runs = runtime.dropped_runs
+        if self._keyed:
+            stats.live_keys = len(runtime.partitions)
+            stats.peak_keys = runtime.peak_keys
 
     def _on_match(self, match: Match) -> None:
         self.stats.matches += 1

@@ -26,8 +26,7 @@ semantics.md):
 
 * **Windows** (``WITHIN``): a run whose first τ is more than ω before the
   current batch is dropped before anything is tried (the paper's window
-  pushing): runs wait in a heap by first τ, and the indexes forget dead
-  runs when they next look at them, or at the latest one window later.  ``TUMBLING`` ends every run at each window boundary.
+  pushing).  ``TUMBLING`` ends every run at each window boundary.
 
 * **Negation** edges carry guards: GPMs with no match strictly between the
   run's last τ and the new event's τ, under the new mapping.  Events those
@@ -72,6 +71,65 @@ semantics.md):
   operand binds); at a state reached several ways, what every way gives.  A
   Kleene loop edge evaluates μ as it was before the Kleene atom: what was
   certain at the states that enter the Kleene state.
+
+Where the state lives, and when it goes
+---------------------------------------
+
+All state of a run is in plain slots objects: ``Runtime`` holds the
+partitions by key (``partitions``), two heaps, and counters; a
+``_Partition`` holds everything of one key (one partition, ``()``, without
+PARTITION BY).  A key's state lives as long as something in it can still
+fire, and no longer (Flink's keyed state with timers is the model):
+
+==========================  ==============================  ==========================================
+state                       where                           gone when
+==========================  ==============================  ==========================================
+waiting runs                ``_Partition.waiting``          the run dies: all its edges spent, or its
+                            (by edge, then probe key)       window passed (first τ + ω < now), or
+                                                            dropped by a limit; the index forgets it
+                                                            when it next looks, or at compaction
+runs on a strict edge       ``_Partition.strict``           the partition's next batch (the edge is
+                                                            tried then, or spent), or the run dies
+runs by age                 ``_Partition.ages``             the run dies (a heap by first τ: expiry
+                                                            pops it; ``drop-oldest`` evicts its top)
+negation buffer             ``_Partition.buffer``           the event is older than the partition's
+                                                            oldest run (no guard can look that far
+                                                            back: guards see events after a run's
+                                                            last τ), or the partition goes
+pending trailing negations  ``_Partition.pending`` and      emitted when time passes the deadline
+                            ``Runtime.pending_heap``        (τ_first + ω), or killed by a guard
+the partition itself        ``Runtime.partitions``          at once when it holds no live run and no
+                                                            pending match (after its batch, after
+                                                            expiry); with it go its indexes, buffer
+                                                            and strict clock
+the partition's next expiry ``Runtime._deadlines``          a heap of (oldest first τ, partition):
+                                                            popped when that τ leaves the window
+==========================  ==============================  ==========================================
+
+Expiry costs what expires, never the number of keys: ``_expire`` pops
+``_deadlines`` while its top is out of the window, and in each popped
+partition pops ``ages`` while its top is; the partition is then dropped if
+empty, or filed again under its new oldest run.  A key that never appears
+again is dropped within one window of its last run's start.  Dead runs left
+in a partition's indexes (killed by expiry, spent, or evicted) are counted
+(``garbage``); when they outnumber the live ones the partition is compacted,
+in time linear in its size, so the work is amortised over the deaths.
+``TUMBLING`` drops every partition at each boundary.  Without WITHIN a
+partition is still dropped once it holds nothing, but a waiting run never
+expires: the compiler warns, and ``live_keys`` / ``peak_keys`` count the
+partitions.  What is not per key: the evaluator's caches (bounded), and
+DISTINCT's memory of projected bindings (``results.Projector``), which
+semantics.md keeps for the query's lifetime.
+
+Limits (``StateLimits``, docs/limits.md): a cap on active runs (runs and
+pending matches) per query and per partition, and a budget on the bytes
+they hold (an estimate: ``_run_bytes``).  When a new run or pending match
+would pass one, the policy decides: ``fail`` raises ``LimitError`` (the
+command exits with status 3); ``drop-newest`` does not keep the new one;
+``drop-oldest`` evicts the partial matches that started first (in the
+partition, for the partition cap; in the query, else) until it fits.
+Dropped ones are counted (``dropped_runs``).  Matches already complete are
+always emitted.
 """
 
 from __future__ import annotations
@@ -82,12 +140,54 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
+from ..errors import LimitError
 from ..language.compiler import CompiledQuery
 from ..events import Event, Time
 from ..language.gpm import GpmPattern
 from ..evaluators.protocol import GpmEvaluator, Solution, Term
 from ..language.nfa import CONJUNCTION, DISJUNCTION, AtomMatcher, Edge, State
 from ..language.syntax import NEXT, STRICT
+
+FAIL, DROP_NEWEST, DROP_OLDEST = "fail", "drop-newest", "drop-oldest"
+POLICIES = (FAIL, DROP_NEWEST, DROP_OLDEST)
+DEFAULT_MAX_RUNS = 1_000_000
+DEFAULT_MAX_STATE_BYTES = 512 << 20
+COMPACT_SLACK = 32      # dead runs a partition's indexes may hold beyond its live ones
+
+
+@dataclass(frozen=True, slots=True)
+class StateLimits:
+    """Caps on the runtime's state (see the module docstring and docs/limits.md).
+
+    ``None`` lifts a cap.  The defaults keep a machine with 2 GB safe: a
+    million runs of a few small bindings, or 512 MB of run state, whichever
+    comes first."""
+    max_runs: int | None = DEFAULT_MAX_RUNS                 # active runs of the query
+    max_partition_runs: int | None = None                   # active runs of one PARTITION BY key
+    max_state_bytes: int | None = DEFAULT_MAX_STATE_BYTES   # their estimated size
+    policy: str = FAIL                                      # fail, drop-newest or drop-oldest
+
+    def __post_init__(self):
+        if self.policy not in POLICIES:
+            raise ValueError(f"unknown limit policy {self.policy!r} (use {', '.join(POLICIES)})")
+        for name in ("max_runs", "max_partition_runs", "max_state_bytes"):
+            value = getattr(self, name)
+            if value is not None and (not isinstance(value, int) or value < 1):
+                raise ValueError(f"{name} must be a positive integer or None, not {value!r}")
+
+    def describe(self) -> str:
+        """The limits in force, as ``spaseq explain`` shows them."""
+        def cap(value, unit: str) -> str:
+            return "no limit" if value is None else f"{value:,} {unit}"
+        per_key = cap(self.max_partition_runs, "per key") if self.max_partition_runs is not None else \
+            "the query's limit"
+        state = "no limit" if self.max_state_bytes is None else f"{self.max_state_bytes / (1 << 20):,.0f} MB"
+        action = {FAIL: "stop with an error (exit status 3)",
+                  DROP_NEWEST: "drop the newest partial match and go on",
+                  DROP_OLDEST: "drop the oldest partial matches and go on"}[self.policy]
+        return (f"limits: active runs per query: {cap(self.max_runs, 'runs')} (--max-runs); "
+                f"per partition: {per_key} (--max-partition-runs); run state: {state}, estimated "
+                f"(--max-state-memory); when reached: {action} (--on-limit {self.policy})")
 
 @dataclass(frozen=True, slots=True)
 class Probe:
@@ -153,14 +253,19 @@ class _Waiting:
     loose: list[Run] = field(default_factory=list)
 
 
-@dataclass(eq=False)
+@dataclass(eq=False, slots=True)
 class _Partition:
+    """Everything of one PARTITION BY key (see "Where the state lives")."""
     key: tuple
     waiting: dict[Edge, _Waiting] = field(default_factory=dict)
     strict: list[Run] = field(default_factory=list)      # runs whose next timestamp is pending
-    pending: list[_Pending] = field(default_factory=list)
+    pending: list[tuple[Time, int, _Pending]] = field(default_factory=list)    # a heap by deadline
     buffer: list[Event] = field(default_factory=list)    # events negation guards may need
-    runs: int = 0
+    ages: list[tuple[Time, int, Run]] = field(default_factory=list)    # a heap by first τ
+    runs: int = 0            # live runs and pending matches
+    garbage: int = 0         # runs dead since the indexes were last compacted
+    filed: bool = False      # has an entry in Runtime._deadlines
+    dropped: bool = False    # no longer in Runtime.partitions
 
 
 class Runtime:
@@ -168,11 +273,14 @@ class Runtime:
 
     Feed whole batches with :meth:`process_batch` (all events of one τ, in
     increasing τ) and call :meth:`finish` at the end of the input.  Matches
-    go to ``emit``.
+    go to ``emit``.  ``limits`` caps the state (:class:`StateLimits`; its
+    defaults when not given); a cap reached under the ``fail`` policy raises
+    :class:`LimitError` from :meth:`process_batch`.
     """
 
     def __init__(self, compiled: CompiledQuery, evaluator: GpmEvaluator,
-                 emit: Callable[[Match], None], start: Time | None = None):
+                 emit: Callable[[Match], None], start: Time | None = None,
+                 limits: StateLimits | None = None):
         self.q = compiled
         self.nfa = compiled.automaton
         self.evaluator = evaluator
@@ -186,13 +294,22 @@ class Runtime:
         self._seq = itertools.count()
         self.needs_buffer = any(e.guards for s in self.nfa.states for e in s.edges) or any(
             s.final_guards for s in self.nfa.states)
-        self.active_runs = 0
+        self.active_runs = 0         # live runs and pending matches
         self.peak_runs = 0
+        self.peak_keys = 0
+        self.state_bytes = 0         # their estimated size (_run_bytes)
+        self.dropped_runs = 0        # partial matches a limit dropped
+        self.limits = limits if limits is not None else StateLimits()
+        unlimited = 1 << 62
+        self._max_runs = self.limits.max_runs or unlimited
+        self._max_partition_runs = self.limits.max_partition_runs or unlimited
+        self._max_state_bytes = self.limits.max_state_bytes or unlimited
+        self._time: Time | None = None               # the batch being processed
         self._batch_matches: list[Match] = []      # matches of the batch being processed
         self._batching = False
         self._memo: dict[tuple[GpmPattern, Event, frozenset], list[Solution]] = {}
-        self._swept: Time | None = None
-        self._expiry: list[tuple[Time, int, Run]] = []      # live runs by first τ (span windows)
+        self._deadlines: list[tuple[Time, int, _Partition]] = []   # partitions by oldest first τ
+        self._stale_deadlines = 0                   # entries of dropped partitions in it
         self._batch_streams: set[str] = set()
         # evaluators that answer many mappings in one query get them together
         self._prefetching = getattr(evaluator, "batches_mappings", False)
@@ -231,14 +348,13 @@ class Runtime:
 
     def _process_batch(self, time: Time, events: list[Event]) -> None:
         self._memo = {}
+        self._time = time
         if self.tumbling:
             if self.tumbling_start is not None and time < self.tumbling_start:
                 return      # before the first tumbling window
             self._tumble(time)
         elif self.window is not None:
             self._expire(time)
-            if self._swept is None or time - self._swept > self.window:
-                self._sweep(time)
         self._emit_due_pending(time)
         if self._partition_by:
             groups: dict[tuple, list[Event]] = {}
@@ -252,16 +368,23 @@ class Runtime:
             if part is None:
                 part = self.partitions[key] = _Partition(key)
             self._process_partition(part, time, group)
+            self._settle(part)
         self.peak_runs = max(self.peak_runs, self.active_runs)
+        self.peak_keys = max(self.peak_keys, len(self.partitions))
 
     def finish(self) -> None:
         """End of input: pending trailing-negation matches are emitted."""
-        for _, _, pending in sorted(self.pending_heap, key=lambda p: (p[0], p[1])):
+        for _, _, pending in sorted(self.pending_heap, key=_heap_order):
             if not pending.killed:
+                part = self._retire(pending)
                 self._emit_run(pending.run, pending.deadline)
+                self._settle(part)
         self.pending_heap.clear()
-        for part in self.partitions.values():
-            part.pending.clear()
+
+    @property
+    def live_keys(self) -> int:
+        """Partitions holding state now (one, or none, without PARTITION BY)."""
+        return len(self.partitions)
 
     # -- per partition ---------------------------------------------------
 
@@ -302,16 +425,22 @@ class Runtime:
             self._prefetch(live, events, strict)
         created: list[Run] = []
         for run in live:
-            self._advance(part, run, time, events, created, id(run) in strict)
+            if not run.dead:        # unless a limit dropped it meanwhile
+                self._advance(part, run, time, events, created, id(run) in strict)
         self._start(part, time, events, created)
         for run in created:
             self._register(part, run)
         if self.needs_buffer:
-            part.buffer.extend(events)
-            if self.window is not None:
-                horizon = time - self.window
-                if part.buffer and part.buffer[0].time < horizon:
-                    part.buffer = [e for e in part.buffer if e.time >= horizon]
+            # A guard looks at events after a run's last τ, never before the oldest
+            # run's first: older events are of no use, nor is anything without runs.
+            buffer = part.buffer
+            if part.ages:
+                buffer.extend(events)
+                oldest = part.ages[0][0]
+                if buffer[0].time < oldest:
+                    del buffer[:bisect.bisect_left(buffer, oldest, key=_event_time)]
+            elif buffer:
+                buffer.clear()
 
     @staticmethod
     def _collect(edge: Edge, runs: list[Run], candidates: dict[int, Run]) -> list[Run]:
@@ -528,42 +657,71 @@ class Runtime:
             deadline = self.window_end
         else:
             deadline = run.first + self.window
+        if self._full(part, _PENDING_BYTES) and not self._make_room(part, run.state, _PENDING_BYTES):
+            return
         pending = _Pending(run, guards, deadline)
-        part.pending.append(pending)
-        heapq.heappush(self.pending_heap, (deadline, next(self._seq), pending))
+        entry = (deadline, next(self._seq), pending)
+        heapq.heappush(part.pending, entry)
+        heapq.heappush(self.pending_heap, entry)
+        self.active_runs += 1
+        part.runs += 1
+        self.state_bytes += _PENDING_BYTES
 
     def _check_pending(self, part: _Partition, events: list[Event]) -> None:
         alive = []
-        for pending in part.pending:
+        for entry in part.pending:
+            pending = entry[2]
             if pending.killed:
                 continue
             for event in events:
                 if any(event.stream in g.streams and self._evaluate(g, event, pending.run.mu, False)
                        for g in pending.guards):
-                    pending.killed = True
+                    self._retire(pending)
                     break
             else:
-                alive.append(pending)
-        part.pending = alive
+                alive.append(entry)
+        if len(alive) != len(part.pending):
+            heapq.heapify(alive)
+            part.pending = alive
 
     def _emit_due_pending(self, time: Time) -> None:
         heap = self.pending_heap
         while heap and (heap[0][0] < time or (self.tumbling and heap[0][0] <= time)):
             deadline, _, pending = heapq.heappop(heap)
             if not pending.killed:
-                pending.killed = True
+                part = self._retire(pending)
                 self._emit_run(pending.run, deadline)
+                self._settle(part)
+
+    def _retire(self, pending: _Pending) -> _Partition:
+        """A pending match is emitted or killed: it no longer counts."""
+        pending.killed = True
+        part = self.partitions[pending.run.partition]
+        part.garbage += 1
+        part.runs -= 1
+        self.active_runs -= 1
+        self.state_bytes -= _PENDING_BYTES
+        return part
 
     # -- windows -----------------------------------------------------------
 
     def _expire(self, time: Time) -> None:
-        """Kill the runs that started more than a window before ``time``."""
-        heap = self._expiry
+        """Kill the runs that started more than a window before ``time``: pop the
+        partitions whose oldest run did, and in each the runs that did."""
         horizon = time - self.window
+        heap = self._deadlines
         while heap and heap[0][0] < horizon:
-            run = heapq.heappop(heap)[2]
-            if not run.dead:
-                self._kill(self.partitions[run.partition], run)
+            part = heapq.heappop(heap)[2]
+            part.filed = False
+            if part.dropped:
+                self._stale_deadlines -= 1
+                continue
+            ages = part.ages
+            while ages and ages[0][0] < horizon:
+                run = heapq.heappop(ages)[2]
+                if not run.dead:
+                    self._kill(part, run)
+            self._settle(part)
 
     def _tumble(self, time: Time) -> None:
         if self.window_end is None:
@@ -575,38 +733,63 @@ class Runtime:
             return
         self._emit_due_pending(self.window_end)   # pending matches close with their window
         self._emit_due_pending(time)
-        for part in self.partitions.values():
-            part.waiting.clear()
-            part.strict.clear()
-            part.pending.clear()
-            part.buffer.clear()
         self.partitions.clear()
+        self._deadlines.clear()
+        self._stale_deadlines = 0
         self.active_runs = 0
+        self.state_bytes = 0
         periods = (time - self.window_end) // self.window + 1
         self.window_end += periods * self.window
 
-    def _sweep(self, time: Time) -> None:
-        """Drop dead runs from every index, and partitions left empty."""
-        self._swept = time
-        for key, part in list(self.partitions.items()):
-            for edge, waiting in part.waiting.items():
-                ignored: dict[int, Run] = {}
-                for probe_key, bucket in list(waiting.keyed.items()):
-                    if not self._visit(edge, bucket, None, False, ignored):
-                        del waiting.keyed[probe_key]
-                waiting.loose = self._collect(edge, waiting.loose, ignored)
-            if self.needs_buffer:
-                part.buffer = [e for e in part.buffer if e.time >= time - self.window]
-            if not part.runs and not part.pending and not part.strict and not part.buffer:
-                del self.partitions[key]
-
     # -- bookkeeping -------------------------------------------------------
 
+    def _settle(self, part: _Partition) -> None:
+        """After a change to ``part`` (its batch, an expiry, an emission): drop it
+        when nothing in it can fire any more; compact its indexes when dead runs
+        outnumber the live ones; file it under its oldest run for expiry."""
+        if part.dropped:
+            return
+        if not part.runs:
+            part.dropped = True
+            del self.partitions[part.key]
+            if part.filed:
+                self._stale_deadlines += 1
+                if self._stale_deadlines > len(self._deadlines) // 2 + COMPACT_SLACK:
+                    self._deadlines = [e for e in self._deadlines if not e[2].dropped]
+                    heapq.heapify(self._deadlines)
+                    self._stale_deadlines = 0
+            return
+        if part.garbage > part.runs + COMPACT_SLACK:
+            self._compact(part)
+        if not part.filed and part.ages:
+            part.filed = True
+            heapq.heappush(self._deadlines, (part.ages[0][0], next(self._seq), part))
+
+    def _compact(self, part: _Partition) -> None:
+        """Forget the dead runs (and spent edges) in all of ``part``'s indexes."""
+        for edge, waiting in list(part.waiting.items()):
+            visited: dict[int, Run] = {}
+            for probe_key, bucket in list(waiting.keyed.items()):
+                if not self._visit(edge, bucket, None, False, visited):
+                    del waiting.keyed[probe_key]
+            waiting.loose = self._collect(edge, waiting.loose, visited)
+            if not waiting.keyed and not waiting.loose:
+                del part.waiting[edge]
+        part.strict = [run for run in part.strict if not run.dead]
+        part.ages = [entry for entry in part.ages if not entry[2].dead]
+        heapq.heapify(part.ages)
+        part.pending = [entry for entry in part.pending if not entry[2].killed]
+        heapq.heapify(part.pending)
+        part.garbage = 0
+
     def _register(self, part: _Partition, run: Run) -> None:
+        size = _run_bytes(run)
+        if self._full(part, size) and not self._make_room(part, run.state, size):
+            return
         self.active_runs += 1
         part.runs += 1
-        if self.window is not None and not self.tumbling:
-            heapq.heappush(self._expiry, (run.first, next(self._seq), run))
+        self.state_bytes += size
+        heapq.heappush(part.ages, (run.first, next(self._seq), run))
         edges = run.state.edges
         if run.state in self._strict_states:
             part.strict.append(run)
@@ -638,6 +821,99 @@ class Runtime:
                 bucket.numbers.insert(at, number)
                 bucket.sorted.insert(at, run)
         run.keys = tuple(keys)
+
+    def _kill(self, part: _Partition, run: Run) -> None:
+        if not run.dead:
+            run.dead = True
+            part.garbage += 1
+            part.runs -= 1
+            self.active_runs -= 1
+            self.state_bytes -= _run_bytes(run)
+
+    # -- limits --------------------------------------------------------------
+
+    def _full(self, part: _Partition, size: int) -> bool:
+        """Whether one more run (or pending match) of ``size`` bytes in ``part`` passes a limit."""
+        return (part.runs >= self._max_partition_runs or self.active_runs >= self._max_runs
+                or self.state_bytes + size > self._max_state_bytes)
+
+    def _make_room(self, part: _Partition, state: State, size: int) -> bool:
+        """A limit is reached: apply the policy.  True when the new run (or pending
+        match) of ``size`` bytes at ``state`` may now be kept in ``part``."""
+        while self._full(part, size):
+            scope = part if part.runs >= self._max_partition_runs else None
+            policy = self.limits.policy
+            if policy == FAIL:
+                raise LimitError(self._limit_message(part, state, scope, size))
+            if policy == DROP_NEWEST or not self._evict_oldest(scope, part):
+                self.dropped_runs += 1
+                return False
+        return True
+
+    def _evict_oldest(self, scope: _Partition | None, current: _Partition) -> bool:
+        """Drop the partial match that started first, in ``scope`` or in the whole
+        query; False when there is none (``current``, being processed, is settled
+        after its batch, not here)."""
+        part, run = self._oldest_run(scope, current)
+        pending = self._oldest_pending(scope)
+        if pending is not None and (run is None or pending.run.first < run.first):
+            part = self._retire(pending)
+        elif run is not None:
+            heapq.heappop(part.ages)
+            self._kill(part, run)
+        else:
+            return False
+        self.dropped_runs += 1
+        if part is not current:
+            self._settle(part)
+        return True
+
+    def _oldest_run(self, scope: _Partition | None, current: _Partition) -> tuple[_Partition, Run | None]:
+        """The live run with the least first τ, of ``scope`` or of the query: the
+        top of a partition's ``ages``; across partitions, the top of ``_deadlines``
+        (once its stale entries are filed again under their true oldest run), or
+        of ``current``, which is filed only after its batch."""
+        if scope is not None:
+            return scope, _top_live(scope.ages)
+        oldest = (current, None if current.filed else _top_live(current.ages))
+        heap = self._deadlines
+        while heap:
+            key, _, part = heap[0]
+            run = None if part.dropped else _top_live(part.ages)
+            if run is not None and run.first == key:
+                if oldest[1] is None or run.first < oldest[1].first:
+                    oldest = (part, run)
+                break
+            heapq.heappop(heap)
+            part.filed = False
+            if part.dropped:
+                self._stale_deadlines -= 1
+            elif run is not None:
+                part.filed = True
+                heapq.heappush(heap, (run.first, next(self._seq), part))
+        return oldest
+
+    def _oldest_pending(self, scope: _Partition | None) -> _Pending | None:
+        heap = scope.pending if scope is not None else self.pending_heap
+        while heap and heap[0][2].killed:
+            heapq.heappop(heap)
+        return heap[0][2] if heap else None
+
+    def _limit_message(self, part: _Partition, state: State, scope: _Partition | None, size: int) -> str:
+        where = f"at x{state.id} [{state.label}], time {self._time}"
+        if self._partition_by:
+            where += ", key (" + ", ".join(str(term) for term in part.key) + ")"
+        if scope is not None:
+            what = (f"{part.runs:,} active runs in one partition reached the limit of "
+                    f"{self._max_partition_runs:,} (--max-partition-runs)")
+        elif self.active_runs >= self._max_runs:
+            what = f"{self.active_runs:,} active runs reached the limit of {self._max_runs:,} (--max-runs)"
+        else:
+            what = (f"the state of {self.active_runs:,} active runs, about "
+                    f"{(self.state_bytes + size) / (1 << 20):,.0f} MB, reached the limit of "
+                    f"{self._max_state_bytes / (1 << 20):,.0f} MB (--max-state-memory)")
+        return (f"{what} {where}; --on-limit drop-oldest or drop-newest goes on without "
+                "the partial matches past the limit")
 
     def _make_probes(self) -> dict[Edge, Probe]:
         """Each edge's probe (see the module's docstring), when the evaluator supports them."""
@@ -693,12 +969,6 @@ class Runtime:
                     probes[edge] = best[1]
         return probes
 
-    def _kill(self, part: _Partition, run: Run) -> None:
-        if not run.dead:
-            run.dead = True
-            self.active_runs -= 1
-            part.runs -= 1
-
     def _emit_run(self, run: Run, time: Time) -> None:
         match = Match(time, run.mu, run.events, run.iterations)
         if self._batching:
@@ -742,6 +1012,36 @@ def partition_keys(compiled: CompiledQuery, placement: list[GpmPattern], event: 
 
 
 _EMPTY: dict = {}       # the empty mapping, never modified
+
+
+_PENDING_BYTES = 200       # a pending match: its object and its two heap entries
+
+
+def _run_bytes(run: Run) -> int:
+    """About the memory a run adds (CPython 3.11, 64 bits): the run, its heap and
+    index entries, its mapping, its tuple of events, its Kleene iterations (the
+    events, the terms and earlier iterations' bindings are shared with others)."""
+    size = 480 + 8 * len(run.events) + 64 * len(run.mu)
+    if run.iterations:
+        for _, local in run.iterations:
+            size += 64 + 8 * len(local)
+        size += 64 * len(run.iterations[-1][1][-1])
+    return size
+
+
+def _top_live(ages: list[tuple[Time, int, Run]]) -> Run | None:
+    """The oldest live run of an ``ages`` heap (dead ones on top are dropped)."""
+    while ages and ages[0][2].dead:
+        heapq.heappop(ages)
+    return ages[0][2] if ages else None
+
+
+def _event_time(event: Event) -> Time:
+    return event.time
+
+
+def _heap_order(entry: tuple) -> tuple:
+    return entry[0], entry[1]
 
 
 def _match_order(match: Match) -> tuple:
