@@ -19,8 +19,11 @@ from .nfa import CONJUNCTION, DISJUNCTION, SINGLE, AtomMatcher, Automaton, Edge,
 from .parser import parse_query
 from ..rdflib_terms import prepare_sparql, rdflib_to_ox, unalias
 from .syntax import (
-    KLEENE, NEGATION, NEXT, OPTIONAL, Aggregate, Conjunction, GpmRef, Pos, Query,
+    ANY, KLEENE, NEGATION, NEXT, OPTIONAL, Aggregate, Conjunction, GpmRef, Pos, Query,
 )
+
+#: A skip-till-any Kleene loop under a window at least this long (seconds), or none, is warned about.
+EXPONENTIAL_WINDOW = 60
 
 
 @dataclass(eq=False)
@@ -107,10 +110,31 @@ def compile_parsed(query: Query, limits: QueryLimits | None = None) -> CompiledQ
     projection = _projection(query, gpms, warnings)
     if query.window is None:
         warnings.append("no WITHIN window: runs live until the input ends")
+    warnings.extend(_state_growth_warnings(query, automaton))
     template = _construct_template(query) if query.construct is not None else None
     placement = [placement_pattern(g) for g in positive] if query.partition_by else []
     return CompiledQuery(query, gpms, automaton, positive, placement, kleene_local, projection,
                          {a: s.iri for a, s in query.streams.items()}, template, warnings)
+
+
+def _state_growth_warnings(query: Query, automaton: Automaton) -> list[str]:
+    """State that may grow without bound: keys without a window, and a Kleene atom
+    iterated under skip-till-any, where every subset of the matching events is a run
+    (2^n runs after n of them: the state limits of docs/limits.md stop it)."""
+    out = []
+    window = automaton.window
+    if query.partition_by and window is None:
+        out.append("PARTITION BY without WITHIN: the runs of a key never expire, so the state grows "
+                   "with the keys seen (live keys are counted in the summary)")
+    if window is None or window >= EXPONENTIAL_WINDOW:
+        span = "no WITHIN window" if window is None else f"a WITHIN window of {window:g} s"
+        for state in automaton.states:
+            for edge in state.edges:
+                if edge.loop and edge.strategy == ANY:
+                    out.append(f"{edge.atom.label()}+ iterates with skip-till-any (:) under {span}: the "
+                               "runs can double with every matching event (2^n after n), until a state "
+                               "limit stops the query (--max-runs, --max-state-memory, --on-limit)")
+    return out
 
 
 def _atom_names(atom) -> list[tuple[str, Pos]]:
