@@ -38,6 +38,7 @@ from ..compiled import describe as describe_build
 from ..language.compiler import CompiledQuery, compile_query
 from ..language.limits import DEFAULT_MAX_NESTING, DEFAULT_SERVICE_TIMEOUT, QueryLimits
 from ..runtime.engine import Engine, query_warnings
+from ..runtime.nfa_runtime import DEFAULT_MAX_RUNS, DEFAULT_MAX_STATE_BYTES, POLICIES, StateLimits
 from ..errors import EventError, LimitError, QueryError, SpaseqError, UsageError, as_usage_error
 from ..events import as_time, datetime_seconds, format_time
 from ..evaluators.spectra import SpectraEvaluator
@@ -80,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         _error(str(e))
         return EXIT_USAGE
     except LimitError as e:
-        _error(f"limit reached: {e}")
+        where = f"query {args.query}: " if isinstance(getattr(args, "query", None), str) else ""
+        _error(f"limit reached: {where}{e}")
         return EXIT_LIMIT
     except KeyboardInterrupt:
         _error("interrupted")
@@ -307,6 +309,18 @@ def _add_limit_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--service-timeout", type=float, default=DEFAULT_SERVICE_TIMEOUT, metavar="SECONDS",
                          help="with --allow-service: a GPM evaluation waiting longer than this on its "
                               f"SERVICE endpoints fails (default {DEFAULT_SERVICE_TIMEOUT:g})")
+    command.add_argument("--max-runs", metavar="N", default=str(DEFAULT_MAX_RUNS),
+                         help=f"active runs (partial matches) of the query at most (default {DEFAULT_MAX_RUNS:,}; "
+                              "'none' lifts it)")
+    command.add_argument("--max-partition-runs", metavar="N", default="none",
+                         help="active runs of one PARTITION BY key at most (default: only --max-runs)")
+    command.add_argument("--max-state-memory", metavar="SIZE", default=f"{DEFAULT_MAX_STATE_BYTES >> 20}M",
+                         help="estimated memory of the active runs at most, e.g. 200MiB, 2G (a bare number: bytes) "
+                              f"(default {DEFAULT_MAX_STATE_BYTES >> 20}M; 'none' lifts it)")
+    command.add_argument("--on-limit", choices=POLICIES, default=POLICIES[0],
+                         help="when --max-runs, --max-partition-runs or --max-state-memory is reached: fail "
+                              "(default: stop, exit status 3), drop-newest (do not keep the new partial match) or "
+                              "drop-oldest (drop those that started first); the summary counts what was dropped")
 
 
 def _limits(args) -> QueryLimits:
@@ -397,6 +411,27 @@ class _DeadLetter:
             self.file.close()
 
 
+def _state_limits(args) -> StateLimits:
+    return StateLimits(_limit_value("--max-runs", args.max_runs),
+                       _limit_value("--max-partition-runs", args.max_partition_runs),
+                       _limit_value("--max-state-memory", args.max_state_memory, size=True), args.on_limit)
+
+
+def _limit_value(flag: str, text: str, size: bool = False) -> int | None:
+    """A count, or a size (``_size``: ``500MiB``, ``2G``); ``none``: no limit."""
+    if text.strip().lower() == "none":
+        return None
+    if size:
+        try:
+            return _size(text)
+        except argparse.ArgumentTypeError as error:
+            raise UsageError(f"{flag} {error}, or none") from None
+    body = text.strip().replace("_", "").replace(",", "")
+    if not body.isdigit() or int(body) < 1 or len(body) > 18:
+        raise UsageError(f"{flag} {text}: expected a whole number of at least 1, or none")
+    return int(body)
+
+
 def _plugins(args) -> int:
     listing = plugin_list()
     if args.json:
@@ -429,6 +464,7 @@ def _read_query(path: str) -> str:
 
 
 def _explain(args) -> int:
+    state_limits = _state_limits(args)
     compiled = compile_query(_read_query(args.query), _limits(args))
     kb = _open_kb(args.kb, compiled) if args.kb else None
     for warning in (query_warnings(compiled, kb) if kb is not None else compiled.warnings):
@@ -441,6 +477,7 @@ def _explain(args) -> int:
         print(compiled.automaton.to_dot())
     else:
         print(compiled.explain(SpectraEvaluator(kb)))
+        print(state_limits.describe())
     return 0
 
 
@@ -583,6 +620,7 @@ def _source_scheme(location: str) -> tuple[str, str]:
 def _run(args) -> int:
     query_text = _read_query(args.query)
     limits = _limits(args)
+    state_limits = _state_limits(args)
     compiled = compile_query(query_text, limits)
     construct = compiled.query.construct is not None
     fmt = args.format or ("trig" if construct else "jsonl")
@@ -644,14 +682,16 @@ def _run(args) -> int:
                 print(f"spaseq: rejected event: {error}", file=sys.stderr)
 
         if args.engine == "spark":
-            engine = _spark_run(args, compiled, query_text, archived, kb_specs, start, on_reject)
+            engine = _spark_run(args, compiled, query_text, archived, kb_specs, start, on_reject, state_limits)
         else:
-            engine = progress.engine = Engine(compiled, kb=kb, start=start, on_reject=on_reject)
+            engine = progress.engine = Engine(compiled, kb=kb, start=start, on_reject=on_reject,
+                                              state_limits=state_limits)
             for gpm in compiled.gpms.values():
                 log.debug("GPM %s on %s: %s", gpm.name, ", ".join(sorted(gpm.streams)),
                           engine.evaluator.describe(gpm))
         started = time.perf_counter()
         interrupted = False
+        stopped: LimitError | None = None
         try:
             results = (engine.run(_flushing(progress.counting(items), writers, out if live else None))
                        if args.engine == "stream" else engine.results())
@@ -660,23 +700,30 @@ def _run(args) -> int:
                     writer.write(result)
         except KeyboardInterrupt:
             interrupted = True
+        except LimitError as e:
+            stopped = e             # the results before it are written out whole, and summarised
         finally:
             progress.done()
         for writer in writers:
             writer.close()
     if not args.quiet:
-        _summary(engine, time.perf_counter() - started, interrupted)
+        _summary(engine, time.perf_counter() - started, interrupted, args.on_limit)
+    if stopped is not None:
+        raise stopped
     return EXIT_INTERRUPTED if interrupted else EXIT_OK
 
 
-def _summary(engine, elapsed: float, interrupted: bool) -> None:
+def _summary(engine, elapsed: float, interrupted: bool, policy: str) -> None:
     s = engine.stats
     rate = s.events / elapsed if elapsed > 0 else 0
     ignored = getattr(s, "ignored", 0)
+    keys = f", {s.live_keys:,} live keys (peak {s.peak_keys:,})" if engine.compiled.partition_by else ""
+    dropped = f"; {s.dropped_runs:,} partial matches dropped (--on-limit {policy})" if s.dropped_runs else ""
     print(f"spaseq: {'interrupted after ' if interrupted else ''}{s.events} events ({s.triples} triples) "
           f"in {elapsed:.2f} s, {rate:,.0f} events/s; {s.rejected} rejected{_by_reason(s)}; "
           + (f"{ignored} of streams the query does not read; " if ignored else "")
-          + f"{s.matches} matches, {s.results} results; peak {s.peak_runs} active runs", file=sys.stderr)
+          + f"{s.matches} matches, {s.results} results; peak {s.peak_runs} active runs{keys}{dropped}",
+          file=sys.stderr)
 
 
 def _by_reason(stats) -> str:
@@ -718,7 +765,8 @@ def _spark_input(args, compiled: CompiledQuery):
         return archived_sources(compiled, streams, args.manifest)
 
 
-def _spark_run(args, compiled: CompiledQuery, query_text: str, sources, kb_specs: list[str], start, on_reject):
+def _spark_run(args, compiled: CompiledQuery, query_text: str, sources, kb_specs: list[str], start, on_reject,
+               state_limits: StateLimits):
     """The Spark evaluation of archived stream files (``--engine spark``)."""
     from ..spark.engine import SparkRun
 
@@ -726,7 +774,8 @@ def _spark_run(args, compiled: CompiledQuery, query_text: str, sources, kb_specs
         if not args.quiet:
             print(f"spaseq: spark: {text}", file=sys.stderr, flush=True)
     return SparkRun(compiled, query_text, sources, kb_specs, master=args.spark_master,
-                    pieces=args.spark_pieces, start=start, on_reject=on_reject, progress=progress)
+                    pieces=args.spark_pieces, start=start, on_reject=on_reject, progress=progress,
+                    limits=state_limits)
 
 
 def _parse_start(text: str):
@@ -767,8 +816,10 @@ class _Progress:
         s = self.engine.stats
         at = self.engine.current_time
         shown = format_time(at, self.engine.is_datetime) if at is not None else "-"
+        runtime = self.engine.runtime
+        keys = f"{runtime.live_keys:,} live keys, " if self.engine.compiled.partition_by else ""
         text = (f"{s.events:,} events, at {shown}, {s.results:,} results, "
-                f"{self.engine.runtime.active_runs:,} active runs, {s.rejected:,} rejected")
+                f"{runtime.active_runs:,} active runs, {keys}{s.rejected:,} rejected")
         if self.live:
             sys.stderr.write(f"\r{text} ")
             self.shown = True
