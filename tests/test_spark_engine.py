@@ -244,6 +244,22 @@ def test_rejects_are_counted_once(tmp_path, capsys):
     assert "2 rejected" in err and err.count("rejected event:") == 2
 
 
+def test_state_limits_apply_to_every_piece(tmp_path, capsys):
+    """--max-runs and --on-limit reach the pieces: fail stops the run with exit
+    status 3; drop-newest goes on and the summary counts what was dropped."""
+    events = kind_events(" ".join(f"a@{t}" for t in range(1, 13)) + " b@13")
+    paths = write_stream_files(events, str(tmp_path))
+    query_file = tmp_path / "q.rq"
+    query_file.write_text(query("A ; B", within=""))
+    args = ["run", str(query_file), "--stream", f"S1={paths[STREAMS[0]]}", "--engine", "spark", "--max-runs", "5"]
+    assert main(args) == 3
+    out, err = capsys.readouterr()
+    assert out == "" and "limit reached" in err and "5 active runs reached the limit of 5 (--max-runs)" in err
+    assert main(args + ["--on-limit", "drop-newest"]) == 0
+    out, err = capsys.readouterr()
+    assert len(out.splitlines()) == 5 and "7 partial matches dropped (--on-limit drop-newest)" in err
+
+
 @pytest.mark.skipif(not CASE_DIRS, reason="../shared/acceptance is absent")
 def test_spark_engine_with_a_materialized_kb(tmp_path, capsys, monkeypatch):
     """``kb materialize`` then ``run --engine spark --kb-materialized``: the streaming engine's results."""

@@ -54,12 +54,12 @@ import pyoxigraph as ox
 
 from ..language.compiler import CompiledQuery, compile_query
 from ..runtime.engine import Engine, RunStats
-from ..errors import EventError, SpaseqError
+from ..errors import EventError, LimitError, SpaseqError
 from ..events import Event, Time
 from ..evaluators.spectra import SpectraEvaluator
 from ..kb import KnowledgeBase, parse_kb_spec
 from ..runtime.results import Result
-from ..runtime.nfa_runtime import Match, distinct_placement, partition_keys
+from ..runtime.nfa_runtime import Match, StateLimits, distinct_placement, partition_keys
 from ..streams.files import (DONE_MEMORY, nquads_spans, read_manifest, read_ntriples_chunks, read_stream_file,
                              stream_file_paths)
 from .session import spark_session, task_failure
@@ -320,14 +320,17 @@ class PieceOutput:
     matches: int
     events: int            # events the piece read (its own and its overlap)
     seconds: float         # time in the engine
+    peak_keys: int = 0
+    dropped_runs: int = 0
+    limit: str | None = None     # the LimitError that stopped the piece
 
 
 class _PieceEngine(Engine):
     """The engine of one piece: keeps only the matches the piece owns, and leaves
     DISTINCT to the driver (a duplicate may first appear in a match another piece owns)."""
 
-    def __init__(self, compiled, kb, cut: Cut, piece: int, start: Time | None):
-        super().__init__(compiled, kb=kb, start=start)
+    def __init__(self, compiled, kb, cut: Cut, piece: int, start: Time | None, limits: StateLimits | None):
+        super().__init__(compiled, kb=kb, start=start, limits=limits)
         self.projector.distinct_seen = None
         self.cut, self.piece = cut, piece
 
@@ -410,20 +413,26 @@ def _worker_kb(kb_specs: tuple) -> KnowledgeBase | None:
 
 
 def evaluate_piece(piece: int, records: Iterable[EventRecord], query_text: str, kb_specs: tuple,
-                   cut: Cut, start: Time | None) -> PieceOutput:
+                   cut: Cut, start: Time | None, limits: StateLimits | None = None) -> PieceOutput:
+    """Run one piece; each piece has the state limits of the whole query."""
     compiled = _cached(("query", query_text), lambda: compile_query(query_text))
     kb = _worker_kb(kb_specs)
-    engine = _PieceEngine(compiled, kb, cut, piece, start)
+    engine = _PieceEngine(compiled, kb, cut, piece, start, limits)
     rejections = []         # every one (engine.stats keeps only a sample)
     engine.on_reject = lambda error: rejections.append((error.position, error.message))
     started = clock.perf_counter()
     ordered = sorted(records, key=EventRecord.sort_key)
     owned = []
-    for result in engine.run(record.event() for record in ordered):
-        times = tuple(e.time for e in result.events)      # the streaming engine's order (runtime)
-        owned.append(((result.time, times, piece, len(owned)), pack_result(result)))
-    return PieceOutput(owned, rejections, engine.stats.peak_runs, engine.stats.matches,
-                       len(ordered), clock.perf_counter() - started)
+    limit = None
+    try:
+        for result in engine.run(record.event() for record in ordered):
+            times = tuple(e.time for e in result.events)      # the streaming engine's order (runtime)
+            owned.append(((result.time, times, piece, len(owned)), pack_result(result)))
+    except LimitError as e:
+        limit = str(e)
+    stats = engine.stats
+    return PieceOutput(owned, rejections, stats.peak_runs, stats.matches, len(ordered),
+                       clock.perf_counter() - started, stats.peak_keys, stats.dropped_runs, limit)
 
 
 def event_keys(query_text: str, kb_specs: tuple, record: EventRecord) -> set[tuple]:
@@ -454,8 +463,10 @@ class SparkRun:
     def __init__(self, compiled: CompiledQuery, query_text: str, sources: list[Source],
                  kb_specs: list[str], *, master: str | None = None, pieces: int | None = None,
                  start: Time | None = None, on_reject: Callable[[EventError], None] | None = None,
-                 progress: Callable[[str], None] | None = None, min_piece_windows: int = MIN_PIECE_WINDOWS):
+                 progress: Callable[[str], None] | None = None, min_piece_windows: int = MIN_PIECE_WINDOWS,
+                 limits: StateLimits | None = None):
         self.compiled = compiled
+        self.limits = limits
         self.query_text = query_text
         self.sources = sources
         self.kb_specs = tuple(_stamped(absolute_kb_spec(spec)) for spec in kb_specs)
@@ -511,7 +522,7 @@ class SparkRun:
                 start = first          # the streaming engine's t0: the first event
             cut = plan_cut(self.compiled, times, first, last, pieces, start, self.min_piece_windows)
             self.report.pieces, self.report.mode = cut.pieces, cut.mode
-            query_text, kb_specs = self.query_text, self.kb_specs
+            query_text, kb_specs, limits = self.query_text, self.kb_specs, self.limits
             evaluated = clock.perf_counter()
 
             def route(record: EventRecord):
@@ -523,7 +534,7 @@ class SparkRun:
                 if not items:
                     return []
                 piece = items[0][0]
-                return [evaluate_piece(piece, (r for _, r in items), query_text, kb_specs, cut, start)]
+                return [evaluate_piece(piece, (r for _, r in items), query_text, kb_specs, cut, start, limits)]
 
             routed = records.flatMap(route)
             outputs = routed.partitionBy(cut.pieces, lambda piece: piece).mapPartitions(evaluate).collect()
@@ -531,9 +542,14 @@ class SparkRun:
         finally:
             for rdd in cached:
                 rdd.unpersist()
+        stopped = next((output.limit for output in outputs if output.limit is not None), None)
+        if stopped is not None:
+            raise LimitError(f"a piece of the Spark run: {stopped}")
         rejected = set()
         for output in outputs:
             self.stats.peak_runs = max(self.stats.peak_runs, output.peak_runs)
+            self.stats.peak_keys = max(self.stats.peak_keys, output.peak_keys)
+            self.stats.dropped_runs += output.dropped_runs
             self.stats.matches += output.matches
             for position, message in output.rejections:
                 if (position, message) not in rejected:
