@@ -19,6 +19,8 @@ workload        paper  pattern                                      data
 ``vessels``     Q6     ``SEQ(A s B+ s C)`` trajectory, KB join      vessel generator
 ``peers-v``     Q4     the peers' V-shape (strict per company, and  the peers' stock stream
                        skip-till-any over all companies)
+``keys-each``   keys   ``SEQ(A s B)`` per key, a new key per event  key generator
+``keys-cards``  keys   ``SEQ(A s B+)`` per card, few events a card  card generator
 ==============  =====  ===========================================  ==========================
 
 ``s`` is the strategy: ``,`` strict contiguity, ``;`` skip-till-next, ``:``
@@ -57,7 +59,8 @@ __all__ = [
     "traffic_events", "traffic_kb", "vessel_events", "vessel_kb", "kb_quads", "open_source", "Source",
     "DEFAULT_WORKLOADS", "StreamWriter",
     "q1_smart_grid", "q2_big_after_small", "q3_head_and_shoulders", "q4_v_shape",
-    "q5_traffic", "q6_trajectory",
+    "q5_traffic", "q6_trajectory", "key_per_event_events", "many_cards_events", "q_key_per_event",
+    "q_card_big_after_small",
 ]
 
 #: Strategy operators, by the names the bench accepts.
@@ -911,6 +914,80 @@ WHERE {{
 
 
 # =============================================================================
+# High cardinality: PARTITION BY over keys that keep coming
+# =============================================================================
+
+KEYS_STREAM = "http://example.org/keys"
+
+
+def key_per_event_events(n: int, start: int = 0, stream: str = KEYS_STREAM) -> Iterator[Event]:
+    """``n`` events, one per second, each of a key never seen before:
+    ``:c{i} :price {i % 100}`` (xsd:integer).  No key comes back, so no
+    sequence of two atoms matches: what is measured is what the keys cost."""
+    price_p = _iri(PRED + "price")
+    for i in range(n):
+        triples = (ox.Triple(_iri(f"{PRED}c{i}"), price_p, _int(i % 100)),)
+        yield Event(stream, start + i, triples, name=_iri(f"urn:spaseq:bench:keys:{i}"))
+
+
+def q_key_per_event(strategy: str = ",", window: int = 60) -> str:
+    """Per key, a price then a higher one: ``SEQ (A s B)`` partitioned by key."""
+    s = _strategy(strategy)
+    return f"""PREFIX pred: <{PRED}>
+SELECT ?c ?p1 ?p2
+{_within(window)}
+PARTITION BY (?c)
+FROM STREAM S1 <{KEYS_STREAM}>
+WHERE {{
+  SEQ (A {s} B)
+  DEFINE GPM A ON S1 {{ ?c pred:price ?p1 . }}
+  DEFINE GPM B ON S1 {{ ?c pred:price ?p2 . FILTER (?p2 > ?p1) }}
+}}
+"""
+
+
+def many_cards_events(n: int, active: int = 100, seed: int = 7, start: int = 0,
+                      stream: str = KEYS_STREAM) -> Iterator[Event]:
+    """``n`` card transactions, one per second, over cards that come and go:
+    ``active`` cards are in use at a time; after each transaction one of them
+    is replaced by a new card with probability 1/4, so a card makes about
+    four transactions over some ``4 * active`` seconds and there are about
+    ``n / 4`` cards in all.  Amounts (xsd:decimal) are mostly small, one in
+    seven large (100 to 1000)."""
+    rng = random.Random(seed)
+    amount_p, merchant_p = _iri(PRED + "amount"), _iri(PRED + "merchant")
+    merchants = [_iri(f"{PRED}merchant/{k}") for k in range(50)]
+    cards = list(range(active))
+    made = active
+    for i in range(n):
+        slot = rng.randrange(active)
+        card = _iri(f"{PRED}card/{cards[slot]}")
+        amount = rng.uniform(100.0, 1000.0) if rng.random() < 1 / 7 else rng.uniform(1.0, 50.0)
+        triples = (ox.Triple(card, amount_p, _dec(amount)),
+                   ox.Triple(card, merchant_p, merchants[rng.randrange(len(merchants))]))
+        yield Event(stream, start + i, triples, name=_iri(f"urn:spaseq:bench:cards:{i}"))
+        if rng.random() < 0.25:
+            cards[rng.randrange(active)] = made
+            made += 1
+
+
+def q_card_big_after_small(strategy: str = ";", window: int = 300) -> str:
+    """Per card: a transaction, then one or more at least ten times as large."""
+    s = _strategy(strategy)
+    return f"""PREFIX pred: <{PRED}>
+SELECT ?card ?a1 ?a2 ?m2 (COUNT(?a2) AS ?bigs)
+{_within(window)}
+PARTITION BY (?card)
+FROM STREAM S1 <{KEYS_STREAM}>
+WHERE {{
+  SEQ (A {s} B+)
+  DEFINE GPM A ON S1 {{ ?card pred:amount ?a1 . }}
+  DEFINE GPM B ON S1 {{ ?card pred:amount ?a2 ; pred:merchant ?m2 . FILTER (?a2 >= 10 * ?a1) }}
+}}
+"""
+
+
+# =============================================================================
 # Cycling and slicing
 # =============================================================================
 
@@ -1114,6 +1191,10 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("vessels", "Q6", "vessels: leave harbour , faster on one heading+ , stop in the fishing area (KB)",
              q6_trajectory, lambda n: vessel_events(n), (300, 900, 1800), ",",
              make_kb=lambda size: vessel_kb(size), kb_size=1_000),
+    Workload("keys-each", "keys", "high cardinality: a new PARTITION BY key per event, none comes back",
+             q_key_per_event, lambda n: key_per_event_events(n), (60, 300, 900), ",", any_max_window=900),
+    Workload("keys-cards", "keys", "high cardinality: many cards with a few transactions each, big after small",
+             q_card_big_after_small, lambda n: many_cards_events(n), (60, 300, 900), ";", any_max_window=900),
 ]}
 
 #: The representative set ``spaseq bench`` runs by default.
