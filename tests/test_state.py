@@ -1,0 +1,349 @@
+"""The runtime's state: per-key state expires with its window (issue 18), and
+caps on runaway state with a policy when one is reached (docs/limits.md)."""
+
+import json
+import shutil
+import subprocess
+import sys
+import textwrap
+import time
+
+import collections
+
+import pytest
+from hypothesis import given
+from hypothesis import strategies as st
+
+from spaseq_plugin import Engine, LimitError, StateLimits, compile_query
+
+from helpers import PREFIX, event, rows, run
+
+SPASEQ = [sys.executable, "-m", "spaseq_plugin"]
+ONE_STREAM = "FROM STREAM S <http://example.org/s>\n"
+
+
+def keyed(seq: str, window: str = "WITHIN 10 SECONDS", partition: bool = True) -> str:
+    """``SEQ`` over A, B, C, N: a :kind per letter, each event of one key ?k."""
+    gpms = "".join(f'DEFINE GPM {k} ON S {{ ?{k.lower()} :kind "{k.lower()}" ; :key ?k . }}\n'
+                   for k in "ABCN" if k in seq)
+    by = "PARTITION BY (?k)" if partition else ""
+    return f"{PREFIX}SELECT * {window} {by}\n{ONE_STREAM}WHERE {{ SEQ ({seq})\n{gpms}}}"
+
+
+def ev(name: str, key: str, time):
+    return event("s", time, f':{name} :kind "{name[0]}" ; :key :{key} .')
+
+
+# -- keyed state expires -------------------------------------------------------------
+
+@pytest.mark.parametrize("op", [",", ";", ":"])
+def test_a_key_that_never_comes_back_is_dropped_within_its_window(op):
+    """Each event has a new key; the partitions alive never exceed the window."""
+    engine = Engine(keyed(f"A {op} B", "WITHIN 10 SECONDS"))
+    seen = []
+    for t in range(1, 201):
+        engine.push_event(ev(f"a{t}", f"k{t}", t))
+        seen.append(engine.stats.live_keys)
+    engine.close()
+    assert max(seen) <= 11 and engine.stats.peak_keys <= 11, (max(seen), engine.stats.peak_keys)
+    assert len(engine.runtime._deadlines) <= 12        # the expiry heap is bounded by the window too
+    assert engine.stats.matches == 0
+
+
+def test_a_key_without_runs_is_dropped_at_once():
+    """An event that starts nothing (a B without an A of its key) leaves no state."""
+    engine = Engine(keyed("A ; B"))
+    for t in range(1, 50):
+        engine.push_event(ev(f"b{t}", f"k{t}", t))
+    engine.close()
+    assert engine.stats.peak_keys == 0 and engine.runtime.live_keys == 0
+
+
+def test_keys_that_come_back_within_the_window_still_match():
+    got = run(keyed("A , B"), [ev("a1", "x", 1), ev("a2", "y", 2), ev("b1", "x", 3), ev("b2", "y", 12),
+                               ev("a3", "y", 20), ev("b3", "y", 31)])
+    # y: a2@2 , b2@12 is in the window (10 s); a3@20 , b3@31 is not
+    assert got == [(3, (("a", ":a1"), ("b", ":b1"), ("k", ":x"))),
+                   (12, (("a", ":a2"), ("b", ":b2"), ("k", ":y")))]
+
+
+def test_a_pending_trailing_negation_keeps_its_key_until_it_is_emitted():
+    engine = Engine(keyed("A ; B ; N!", "WITHIN 5 SECONDS"))
+    out = []
+    for item in [ev("a1", "x", 1), ev("b1", "x", 2), ev("a2", "y", 2.5), ev("b2", "y", 3)]:
+        out += engine.push_event(item)
+    # a B that is also an N: in y's sub-stream (B binds ?k), it kills y's pending match
+    out += engine.push_event(event("s", 4, ':n1 :kind "b", "n" ; :key :y .'))
+    out += engine.push_event(ev("c1", "z", 5))
+    assert engine.runtime.live_keys == 1             # x's match waits for its window; y is gone
+    out += engine.push_event(ev("c2", "z", 7))
+    out += engine.push_event(ev("c3", "z", 8))       # time passed 1 + 5: x's match went out
+    assert [(r.time, r.bindings["a"].value) for r in out] == [(6, "http://example/a1")]
+    assert engine.runtime.live_keys == 0
+    engine.close()
+
+
+def test_tumbling_windows_drop_every_key_at_each_boundary():
+    engine = Engine(keyed("A ; B", "WITHIN 10 SECONDS TUMBLING"))
+    for t in range(1, 12):                            # the first window is [1, 11)
+        engine.push_event(ev(f"a{t}", f"k{t}", t))
+    assert engine.runtime.live_keys == 10             # a11's batch is processed when the next τ comes
+    engine.push_event(ev("a12", "k12", 12))
+    assert engine.runtime.live_keys == 1              # only k11, of the new window
+    engine.close()
+
+
+def test_the_negation_buffer_keeps_only_what_a_guard_can_see():
+    """The events a guard may need are those after the oldest run's start."""
+    engine = Engine(keyed("A : N! : B", "WITHIN 1000 SECONDS"))
+    for t in range(1, 301):
+        engine.push_event(ev(f"b{t}", "x", t) if t > 1 else ev("a1", "x", 1))
+    buffer = engine.runtime.partitions[next(iter(engine.runtime.partitions))].buffer
+    assert len(buffer) == 299                         # a1's run is alive: a1@1 and b2..b299 count
+    assert engine.stats.matches == 298
+    engine = Engine(keyed("A : N! : B", "WITHIN 1000 SECONDS"))
+    for t in range(1, 301):
+        engine.push_event(ev(f"b{t}", "x", t))         # no run: nothing is kept, nor the key
+    assert engine.runtime.live_keys == 0
+
+
+def test_partition_by_without_within_warns_and_counts_live_keys():
+    compiled = compile_query(keyed("A ; B", window=""))
+    assert any("PARTITION BY without WITHIN" in w for w in compiled.warnings)
+    assert not any("PARTITION BY" in w for w in compile_query(keyed("A ; B")).warnings)
+    engine = Engine(compiled)
+    for t in range(1, 21):
+        engine.push_event(ev(f"a{t}", f"k{t % 5}", t))
+    engine.push_event(ev("b1", "k1", 30))
+    engine.push_event(ev("b2", "k2", 31))            # b1's batch: k1's runs took their B (;), k1 goes
+    assert engine.stats.live_keys == 4 and engine.stats.peak_keys == 5
+    engine.close()
+    assert engine.stats.matches == 8 and engine.stats.live_keys == 3
+
+
+def _run_many_keys(op: str, keys: int, headroom_mb: int) -> subprocess.CompletedProcess:
+    """``keys`` events with a key each, in a fresh process whose address space may
+    grow only ``headroom_mb`` past what it uses once the engine runs."""
+    program = textwrap.dedent(f"""
+        import resource
+        import pyoxigraph as ox
+        from spaseq_plugin import Engine
+        from spaseq_plugin.bench.workloads import WORKLOADS
+        w = WORKLOADS["keys-each"]
+        engine = Engine(w.query({op!r}, 60))
+        events = w.events({keys})
+        for event in events:
+            engine.push_event(event)
+            if engine.stats.events == 1000:
+                with open("/proc/self/statm") as f:
+                    size = int(f.read().split()[0]) * resource.getpagesize()
+                limit = size + {headroom_mb} * 2**20
+                resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
+        engine.close()
+        print(engine.stats.events, engine.stats.peak_keys, engine.stats.live_keys)
+    """)
+    return subprocess.run([sys.executable, "-c", program], capture_output=True, text=True, timeout=600)
+
+
+@pytest.mark.parametrize("op", [",", ";", ":"])
+def test_100k_distinct_keys_run_in_a_small_memory_bound(op):
+    """100,000 keys, one event each, WITHIN 60 s: the state is the window's, so the
+    process runs in 40 MB more than it takes after 1,000 events (the whole run
+    used to keep every key under ',': about 2 KB each)."""
+    p = _run_many_keys(op, 100_000, 40)
+    assert p.returncode == 0, p.stderr[-2000:]
+    events, peak_keys, live_keys = map(int, p.stdout.split())
+    assert events == 100_000 and peak_keys <= 61 and live_keys <= 61
+
+
+# -- runaway state: caps and policies -------------------------------------------------
+
+def kinds(*spec):
+    """'a1@1', 'b2@3' -> events with :kind from the letter."""
+    return [event("s", int(t), f':{name} :kind "{name[0]}" .') for name, t in (i.split("@") for i in spec)]
+
+
+def plain(seq: str, window: str = "") -> str:
+    gpms = "".join(f'DEFINE GPM {k} ON S {{ ?{k.lower()} :kind "{k.lower()}" . }}\n' for k in "ABCN" if k in seq)
+    return f"SELECT * {window}\n{ONE_STREAM}WHERE {{ SEQ ({seq})\n{gpms}}}"
+
+
+STREAM_ABBB = kinds("a1@1", "a2@2", "a3@3", "b1@4")
+
+
+def test_drop_newest_keeps_the_first_runs():
+    limits = StateLimits(max_runs=2, policy="drop-newest")
+    engine = Engine(PREFIX + plain("A ; B"), limits=limits)
+    got = rows(engine.run(STREAM_ABBB))
+    assert [dict(b)["a"] for _, b in got] == [":a1", ":a2"]
+    assert engine.stats.dropped_runs == 1 and engine.stats.peak_runs == 2
+
+
+def test_drop_oldest_keeps_the_last_runs():
+    limits = StateLimits(max_runs=2, policy="drop-oldest")
+    engine = Engine(PREFIX + plain("A ; B"), limits=limits)
+    got = rows(engine.run(STREAM_ABBB))
+    assert [dict(b)["a"] for _, b in got] == [":a2", ":a3"]
+    assert engine.stats.dropped_runs == 1
+
+
+def test_fail_stops_with_the_state_and_the_count():
+    engine = Engine(PREFIX + plain("A ; B"), limits=StateLimits(max_runs=2))
+    with pytest.raises(LimitError) as caught:
+        list(engine.run(STREAM_ABBB))
+    message = str(caught.value)
+    assert "2 active runs reached the limit of 2 (--max-runs)" in message
+    assert "x1 [A]" in message and "time 3" in message, message
+
+
+def test_the_partition_cap_leaves_other_keys_alone():
+    limits = StateLimits(max_partition_runs=2, policy="drop-oldest")
+    engine = Engine(keyed("A ; B", "WITHIN 100 SECONDS"), limits=limits)
+    stream = [ev("a1", "x", 1), ev("a2", "x", 2), ev("a3", "x", 3), ev("a4", "y", 4), ev("a5", "y", 5),
+              ev("b1", "x", 6), ev("b2", "y", 7)]
+    got = rows(engine.run(stream))
+    assert [dict(b)["a"] for _, b in got] == [":a2", ":a3", ":a4", ":a5"]
+    assert engine.stats.dropped_runs == 1
+
+
+def test_drop_oldest_across_partitions_evicts_the_oldest_run_of_the_query():
+    limits = StateLimits(max_runs=3, policy="drop-oldest")
+    engine = Engine(keyed("A ; B", "WITHIN 100 SECONDS"), limits=limits)
+    stream = [ev("a1", "x", 1), ev("a2", "y", 2), ev("a3", "z", 3), ev("a4", "z", 4),
+              ev("b1", "x", 6), ev("b2", "y", 7), ev("b3", "z", 8)]
+    got = rows(engine.run(stream))
+    assert [dict(b)["a"] for _, b in got] == [":a2", ":a3", ":a4"]    # a1 (key x) went first
+    assert engine.runtime.live_keys == 0                              # x was dropped with its run
+
+
+def test_pending_matches_count_as_active_runs():
+    limits = StateLimits(max_runs=1, policy="drop-newest")
+    engine = Engine(PREFIX + plain("A ; N!", "WITHIN 10 SECONDS"), limits=limits)
+    got = rows(engine.run(kinds("a1@1", "a2@2", "c1@30")))
+    assert [dict(b)["a"] for _, b in got] == [":a1"]
+    assert engine.stats.dropped_runs == 1
+
+
+def test_the_memory_budget_counts_the_runs_state():
+    limits = StateLimits(max_runs=None, max_state_bytes=100_000)
+    engine = Engine(PREFIX + plain("A ; B"), limits=limits)
+    with pytest.raises(LimitError, match=r"MB \(--max-state-memory\)"):
+        list(engine.run(kinds(*[f"a{t}@{t}" for t in range(1, 1000)])))
+    assert 50 < engine.stats.peak_runs < 300
+
+
+def test_limits_are_checked():
+    with pytest.raises(ValueError, match="max_runs"):
+        StateLimits(max_runs=0)
+    with pytest.raises(ValueError, match="policy"):
+        StateLimits(policy="drop-some")
+
+
+def test_exponential_patterns_are_warned_about():
+    def warned(seq, window):
+        return any("skip-till-any" in w for w in compile_query(PREFIX + plain(seq, window)).warnings)
+    assert warned("A : B+ : C", "") and warned("A : B+ ; C", "WITHIN 1 HOURS") and warned("B+ : C", "")
+    assert not warned("A : B+ : C", "WITHIN 30 SECONDS")       # a short window
+    assert not warned("A ; B+ : C", "") and not warned("A : B : C", "")   # no skip-till-any loop
+
+
+@given(seq=st.sampled_from(["A ; B+ ; C", "A : B+ : C", "A , B : C", "A : N! : C", "A ; B ; N!", "A : B?"]),
+       keyed_by=st.booleans(), cap=st.integers(1, 6), per_key=st.booleans(),
+       policy=st.sampled_from(["drop-newest", "drop-oldest"]),
+       stream=st.lists(st.tuples(st.sampled_from("abcn"), st.sampled_from("xy")), min_size=1, max_size=12))
+def test_dropping_keeps_a_subset_of_the_matches_and_the_cap(seq, keyed_by, cap, per_key, policy, stream):
+    """Under a drop policy the results are some of those without limits; every run
+    kept is within the cap; with nothing dropped, they are all there."""
+    query = keyed(seq, "WITHIN 6 SECONDS", partition=keyed_by)
+    events = [ev(f"{kind}{t}", key, t) for t, (kind, key) in enumerate(stream, 1)]
+    free = Engine(query)
+    everything = collections.Counter(rows(free.run(events)))
+    limits = StateLimits(max_runs=None if per_key else cap, max_partition_runs=cap if per_key else None,
+                         policy=policy)
+    capped = Engine(query, limits=limits)
+    kept = collections.Counter(rows(capped.run(events)))
+    assert not kept - everything
+    if capped.stats.dropped_runs == 0:
+        assert kept == everything
+    if not per_key:
+        assert capped.stats.peak_runs <= cap
+
+
+# -- the command line -----------------------------------------------------------------
+
+EXPONENTIAL = PREFIX + plain("A : B+ : C", "WITHIN 1 DAYS")
+
+
+def _exponential_stream(path, matching: int) -> None:
+    lines = ["@prefix : <http://example/> .", "@prefix prov: <http://www.w3.org/ns/prov#> ."]
+    for t, kind in enumerate(["a"] + ["b"] * matching + ["c"], 1):
+        lines.append(f':g{t} {{ :e{t} :kind "{kind}" . }}\n:g{t} prov:generatedAtTime {t} .')
+    path.write_text("\n".join(lines) + "\n")
+
+
+@pytest.fixture
+def exponential(tmp_path):
+    (tmp_path / "q.rq").write_text(EXPONENTIAL)
+    _exponential_stream(tmp_path / "s.trig", 2000)
+    return tmp_path
+
+
+@pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs prlimit (util-linux)")
+def test_skip_till_any_kleene_ends_by_itself_under_2gb(exponential):
+    """SEQ(A : B+ : C) over 2,000 matching events: 2^n runs.  Under a 2 GB address
+    space it stops by the default policy, with exit status 3, within a minute."""
+    started = time.monotonic()
+    p = subprocess.run(["prlimit", "--as=2000000000"] + SPASEQ + ["run", "q.rq", "--stream", "S=s.trig"],
+                       capture_output=True, text=True, cwd=exponential, timeout=60)
+    assert p.returncode == 3, (p.returncode, p.stderr[-2000:])
+    assert time.monotonic() - started < 60
+    message = p.stderr.strip().splitlines()[-1]
+    assert message.startswith("spaseq: limit reached: query q.rq: ") and "x2 [A B+]" in message, message
+    assert "active runs" in message and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("policy", ["drop-newest", "drop-oldest"])
+def test_drop_policies_go_on_and_count_what_they_dropped(tmp_path, policy):
+    (tmp_path / "q.rq").write_text(EXPONENTIAL)
+    _exponential_stream(tmp_path / "s.trig", 40)
+    p = subprocess.run(SPASEQ + ["run", "q.rq", "--stream", "S=s.trig", "--max-runs", "300",
+                                 "--on-limit", policy], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert p.returncode == 0, p.stderr
+    results = [json.loads(line) for line in p.stdout.splitlines()]
+    assert 0 < len(results) <= 300
+    summary = p.stderr.strip().splitlines()[-1]
+    assert f"partial matches dropped (--on-limit {policy})" in summary and "peak 300 active runs" in summary
+
+
+def test_explain_shows_the_limits_in_force(exponential):
+    p = subprocess.run(SPASEQ + ["explain", "q.rq"], capture_output=True, text=True, cwd=exponential, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "active runs per query: 1,000,000 runs (--max-runs)" in p.stdout
+    assert "run state: 512 MB" in p.stdout and "(--on-limit fail)" in p.stdout
+    assert "skip-till-any" in p.stderr
+    p = subprocess.run(SPASEQ + ["explain", "q.rq", "--max-runs", "5000", "--max-partition-runs", "50",
+                                 "--max-state-memory", "none", "--on-limit", "drop-oldest"],
+                       capture_output=True, text=True, cwd=exponential, timeout=120)
+    assert "5,000 runs (--max-runs); per partition: 50 per key" in p.stdout
+    assert "run state: no limit" in p.stdout and "drop the oldest partial matches" in p.stdout
+
+
+@pytest.mark.parametrize("flag, value", [("--max-runs", "0"), ("--max-runs", "many"),
+                                         ("--max-state-memory", "12Q"), ("--max-partition-runs", "-3")])
+def test_bad_limit_values_are_usage_errors(exponential, flag, value):
+    p = subprocess.run(SPASEQ + ["run", "q.rq", "--stream", "S=s.trig", flag, value],
+                       capture_output=True, text=True, cwd=exponential, timeout=120)
+    assert p.returncode == 2 and p.stderr.startswith(f"spaseq: {flag} {value}: expected"), p.stderr
+
+
+def test_the_summary_shows_live_keys(tmp_path):
+    (tmp_path / "q.rq").write_text(keyed("A ; B", window=""))
+    lines = ["@prefix : <http://example/> .", "@prefix prov: <http://www.w3.org/ns/prov#> ."]
+    for t in range(1, 11):
+        lines.append(f':g{t} {{ :a{t} :kind "a" ; :key :k{t % 4} . }}\n:g{t} prov:generatedAtTime {t} .')
+    (tmp_path / "s.trig").write_text("\n".join(lines) + "\n")
+    p = subprocess.run(SPASEQ + ["run", "q.rq", "--stream", "S=s.trig"], capture_output=True, text=True,
+                       cwd=tmp_path, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert "PARTITION BY without WITHIN" in p.stderr
+    assert "peak 10 active runs, 4 live keys (peak 4)" in p.stderr.splitlines()[-1]
