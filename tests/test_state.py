@@ -347,3 +347,12 @@ def test_the_summary_shows_live_keys(tmp_path):
     assert p.returncode == 0, p.stderr
     assert "PARTITION BY without WITHIN" in p.stderr
     assert "peak 10 active runs, 4 live keys (peak 4)" in p.stderr.splitlines()[-1]
+
+
+def test_the_progress_line_shows_live_keys(capsys):
+    from spaseq_plugin.cli.commands import _Progress
+    engine = Engine(keyed("A ; B", window=""))
+    for t in range(1, 6):
+        engine.push_event(ev(f"a{t}", f"k{t}", t))
+    _Progress(engine, enabled=True).tick()          # on a terminal, twice a second
+    assert "4 active runs, 4 live keys, 0 rejected" in capsys.readouterr().err
