@@ -142,7 +142,7 @@ from typing import Callable, Iterable
 
 from ..errors import LimitError
 from ..language.compiler import CompiledQuery
-from ..events import Event, Time
+from ..events import Event, Time, format_time
 from ..language.gpm import GpmPattern
 from ..evaluators.protocol import GpmEvaluator, Solution, Term
 from ..language.nfa import CONJUNCTION, DISJUNCTION, AtomMatcher, Edge, State
@@ -304,7 +304,6 @@ class Runtime:
         self._max_runs = self.limits.max_runs or unlimited
         self._max_partition_runs = self.limits.max_partition_runs or unlimited
         self._max_state_bytes = self.limits.max_state_bytes or unlimited
-        self._time: Time | None = None               # the batch being processed
         self._batch_matches: list[Match] = []      # matches of the batch being processed
         self._batching = False
         self._memo: dict[tuple[GpmPattern, Event, frozenset], list[Solution]] = {}
@@ -348,7 +347,6 @@ class Runtime:
 
     def _process_batch(self, time: Time, events: list[Event]) -> None:
         self._memo = {}
-        self._time = time
         if self.tumbling:
             if self.tumbling_start is not None and time < self.tumbling_start:
                 return      # before the first tumbling window
@@ -657,7 +655,7 @@ class Runtime:
             deadline = self.window_end
         else:
             deadline = run.first + self.window
-        if self._full(part, _PENDING_BYTES) and not self._make_room(part, run.state, _PENDING_BYTES):
+        if self._full(part, _PENDING_BYTES) and not self._make_room(part, run, _PENDING_BYTES):
             return
         pending = _Pending(run, guards, deadline)
         entry = (deadline, next(self._seq), pending)
@@ -784,7 +782,7 @@ class Runtime:
 
     def _register(self, part: _Partition, run: Run) -> None:
         size = _run_bytes(run)
-        if self._full(part, size) and not self._make_room(part, run.state, size):
+        if self._full(part, size) and not self._make_room(part, run, size):
             return
         self.active_runs += 1
         part.runs += 1
@@ -837,14 +835,14 @@ class Runtime:
         return (part.runs >= self._max_partition_runs or self.active_runs >= self._max_runs
                 or self.state_bytes + size > self._max_state_bytes)
 
-    def _make_room(self, part: _Partition, state: State, size: int) -> bool:
-        """A limit is reached: apply the policy.  True when the new run (or pending
-        match) of ``size`` bytes at ``state`` may now be kept in ``part``."""
+    def _make_room(self, part: _Partition, run: Run, size: int) -> bool:
+        """A limit is reached: apply the policy.  True when the new ``run`` (or a
+        pending match of it), of ``size`` bytes, may now be kept in ``part``."""
         while self._full(part, size):
             scope = part if part.runs >= self._max_partition_runs else None
             policy = self.limits.policy
             if policy == FAIL:
-                raise LimitError(self._limit_message(part, state, scope, size))
+                raise LimitError(self._limit_message(part, run, scope, size))
             if policy == DROP_NEWEST or not self._evict_oldest(scope, part):
                 self.dropped_runs += 1
                 return False
@@ -899,8 +897,9 @@ class Runtime:
             heapq.heappop(heap)
         return heap[0][2] if heap else None
 
-    def _limit_message(self, part: _Partition, state: State, scope: _Partition | None, size: int) -> str:
-        where = f"at x{state.id} [{state.label}], time {self._time}"
+    def _limit_message(self, part: _Partition, run: Run, scope: _Partition | None, size: int) -> str:
+        state = run.state
+        where = f"at x{state.id} [{state.label}], time {format_time(run.last, run.events[-1].is_datetime)}"
         if self._partition_by:
             where += ", key (" + ", ".join(str(term) for term in part.key) + ")"
         if scope is not None:
