@@ -173,7 +173,7 @@ STREAM_ABBB = kinds("a1@1", "a2@2", "a3@3", "b1@4")
 
 def test_drop_newest_keeps_the_first_runs():
     limits = StateLimits(max_runs=2, policy="drop-newest")
-    engine = Engine(PREFIX + plain("A ; B"), limits=limits)
+    engine = Engine(PREFIX + plain("A ; B"), state_limits=limits)
     got = rows(engine.run(STREAM_ABBB))
     assert [dict(b)["a"] for _, b in got] == [":a1", ":a2"]
     assert engine.stats.dropped_runs == 1 and engine.stats.peak_runs == 2
@@ -181,14 +181,14 @@ def test_drop_newest_keeps_the_first_runs():
 
 def test_drop_oldest_keeps_the_last_runs():
     limits = StateLimits(max_runs=2, policy="drop-oldest")
-    engine = Engine(PREFIX + plain("A ; B"), limits=limits)
+    engine = Engine(PREFIX + plain("A ; B"), state_limits=limits)
     got = rows(engine.run(STREAM_ABBB))
     assert [dict(b)["a"] for _, b in got] == [":a2", ":a3"]
     assert engine.stats.dropped_runs == 1
 
 
 def test_fail_stops_with_the_state_and_the_count():
-    engine = Engine(PREFIX + plain("A ; B"), limits=StateLimits(max_runs=2))
+    engine = Engine(PREFIX + plain("A ; B"), state_limits=StateLimits(max_runs=2))
     with pytest.raises(LimitError) as caught:
         list(engine.run(STREAM_ABBB))
     message = str(caught.value)
@@ -198,7 +198,7 @@ def test_fail_stops_with_the_state_and_the_count():
 
 def test_the_partition_cap_leaves_other_keys_alone():
     limits = StateLimits(max_partition_runs=2, policy="drop-oldest")
-    engine = Engine(keyed("A ; B", "WITHIN 100 SECONDS"), limits=limits)
+    engine = Engine(keyed("A ; B", "WITHIN 100 SECONDS"), state_limits=limits)
     stream = [ev("a1", "x", 1), ev("a2", "x", 2), ev("a3", "x", 3), ev("a4", "y", 4), ev("a5", "y", 5),
               ev("b1", "x", 6), ev("b2", "y", 7)]
     got = rows(engine.run(stream))
@@ -208,7 +208,7 @@ def test_the_partition_cap_leaves_other_keys_alone():
 
 def test_drop_oldest_across_partitions_evicts_the_oldest_run_of_the_query():
     limits = StateLimits(max_runs=3, policy="drop-oldest")
-    engine = Engine(keyed("A ; B", "WITHIN 100 SECONDS"), limits=limits)
+    engine = Engine(keyed("A ; B", "WITHIN 100 SECONDS"), state_limits=limits)
     stream = [ev("a1", "x", 1), ev("a2", "y", 2), ev("a3", "z", 3), ev("a4", "z", 4),
               ev("b1", "x", 6), ev("b2", "y", 7), ev("b3", "z", 8)]
     got = rows(engine.run(stream))
@@ -218,7 +218,7 @@ def test_drop_oldest_across_partitions_evicts_the_oldest_run_of_the_query():
 
 def test_pending_matches_count_as_active_runs():
     limits = StateLimits(max_runs=1, policy="drop-newest")
-    engine = Engine(PREFIX + plain("A ; N!", "WITHIN 10 SECONDS"), limits=limits)
+    engine = Engine(PREFIX + plain("A ; N!", "WITHIN 10 SECONDS"), state_limits=limits)
     got = rows(engine.run(kinds("a1@1", "a2@2", "c1@30")))
     assert [dict(b)["a"] for _, b in got] == [":a1"]
     assert engine.stats.dropped_runs == 1
@@ -226,7 +226,7 @@ def test_pending_matches_count_as_active_runs():
 
 def test_the_memory_budget_counts_the_runs_state():
     limits = StateLimits(max_runs=None, max_state_bytes=100_000)
-    engine = Engine(PREFIX + plain("A ; B"), limits=limits)
+    engine = Engine(PREFIX + plain("A ; B"), state_limits=limits)
     with pytest.raises(LimitError, match=r"MB \(--max-state-memory\)"):
         list(engine.run(kinds(*[f"a{t}@{t}" for t in range(1, 1000)])))
     assert 50 < engine.stats.peak_runs < 300
@@ -260,7 +260,7 @@ def test_dropping_keeps_a_subset_of_the_matches_and_the_cap(seq, keyed_by, cap, 
     everything = collections.Counter(rows(free.run(events)))
     limits = StateLimits(max_runs=None if per_key else cap, max_partition_runs=cap if per_key else None,
                          policy=policy)
-    capped = Engine(query, limits=limits)
+    capped = Engine(query, state_limits=limits)
     kept = collections.Counter(rows(capped.run(events)))
     assert not kept - everything
     if capped.stats.dropped_runs == 0:
@@ -354,5 +354,7 @@ def test_the_progress_line_shows_live_keys(capsys):
     engine = Engine(keyed("A ; B", window=""))
     for t in range(1, 6):
         engine.push_event(ev(f"a{t}", f"k{t}", t))
-    _Progress(engine, enabled=True).tick()          # on a terminal, twice a second
+    progress = _Progress("always", quiet=False)
+    progress.engine = engine
+    progress.tick()
     assert "4 active runs, 4 live keys, 0 rejected" in capsys.readouterr().err

@@ -330,7 +330,7 @@ class _PieceEngine(Engine):
     DISTINCT to the driver (a duplicate may first appear in a match another piece owns)."""
 
     def __init__(self, compiled, kb, cut: Cut, piece: int, start: Time | None, limits: StateLimits | None):
-        super().__init__(compiled, kb=kb, start=start, limits=limits)
+        super().__init__(compiled, kb=kb, start=start, state_limits=limits)
         self.projector.distinct_seen = None
         self.cut, self.piece = cut, piece
 
