@@ -82,6 +82,11 @@ class LimitError(SpaseqError):
     exits with status 3."""
 
 
+class StateLimitError(LimitError):
+    """A cap on a query's runs was reached under the ``fail`` policy (``--max-runs``,
+    ``--max-partition-runs``, ``--max-state-memory``); the command names the query."""
+
+
 @contextlib.contextmanager
 def as_usage_error(label: str, values: tuple[str, ...] = ()):
     """Errors met while opening what an argument names become usage errors naming it:

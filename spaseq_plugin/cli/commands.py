@@ -39,7 +39,7 @@ from ..language.compiler import CompiledQuery, compile_query
 from ..language.limits import DEFAULT_MAX_NESTING, DEFAULT_SERVICE_TIMEOUT, QueryLimits
 from ..runtime.engine import Engine, query_warnings
 from ..runtime.nfa_runtime import DEFAULT_MAX_RUNS, DEFAULT_MAX_STATE_BYTES, POLICIES, StateLimits
-from ..errors import EventError, LimitError, QueryError, SpaseqError, UsageError, as_usage_error
+from ..errors import EventError, LimitError, QueryError, SpaseqError, StateLimitError, UsageError, as_usage_error
 from ..events import as_time, datetime_seconds, format_time
 from ..evaluators.spectra import SpectraEvaluator
 from ..bench.runner import add_bench_parser
@@ -81,7 +81,8 @@ def main(argv: list[str] | None = None) -> int:
         _error(str(e))
         return EXIT_USAGE
     except LimitError as e:
-        where = f"query {args.query}: " if isinstance(getattr(args, "query", None), str) else ""
+        query = getattr(args, "query", None)
+        where = f"query {query}: " if isinstance(e, StateLimitError) and isinstance(query, str) else ""
         _error(f"limit reached: {where}{e}")
         return EXIT_LIMIT
     except KeyboardInterrupt:

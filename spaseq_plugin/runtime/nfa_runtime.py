@@ -124,7 +124,7 @@ semantics.md keeps for the query's lifetime.
 Limits (``StateLimits``, docs/limits.md): a cap on active runs (runs and
 pending matches) per query and per partition, and a budget on the bytes
 they hold (an estimate: ``_run_bytes``).  When a new run or pending match
-would pass one, the policy decides: ``fail`` raises ``LimitError`` (the
+would pass one, the policy decides: ``fail`` raises ``StateLimitError`` (the
 command exits with status 3); ``drop-newest`` does not keep the new one;
 ``drop-oldest`` evicts the partial matches that started first (in the
 partition, for the partition cap; in the query, else) until it fits.
@@ -140,7 +140,7 @@ import itertools
 from dataclasses import dataclass, field
 from typing import Callable, Iterable
 
-from ..errors import LimitError
+from ..errors import StateLimitError
 from ..language.compiler import CompiledQuery
 from ..events import Event, Time, format_time
 from ..language.gpm import GpmPattern
@@ -275,7 +275,7 @@ class Runtime:
     increasing τ) and call :meth:`finish` at the end of the input.  Matches
     go to ``emit``.  ``limits`` caps the state (:class:`StateLimits`; its
     defaults when not given); a cap reached under the ``fail`` policy raises
-    :class:`LimitError` from :meth:`process_batch`.
+    :class:`StateLimitError` from :meth:`process_batch`.
     """
 
     def __init__(self, compiled: CompiledQuery, evaluator: GpmEvaluator,
@@ -842,7 +842,7 @@ class Runtime:
             scope = part if part.runs >= self._max_partition_runs else None
             policy = self.limits.policy
             if policy == FAIL:
-                raise LimitError(self._limit_message(part, run, scope, size))
+                raise StateLimitError(self._limit_message(part, run, scope, size))
             if policy == DROP_NEWEST or not self._evict_oldest(scope, part):
                 self.dropped_runs += 1
                 return False

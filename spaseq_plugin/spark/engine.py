@@ -54,7 +54,7 @@ import pyoxigraph as ox
 
 from ..language.compiler import CompiledQuery, compile_query
 from ..runtime.engine import Engine, RunStats
-from ..errors import EventError, LimitError, SpaseqError
+from ..errors import EventError, SpaseqError, StateLimitError
 from ..events import Event, Time
 from ..evaluators.spectra import SpectraEvaluator
 from ..kb import KnowledgeBase, parse_kb_spec
@@ -428,7 +428,7 @@ def evaluate_piece(piece: int, records: Iterable[EventRecord], query_text: str, 
         for result in engine.run(record.event() for record in ordered):
             times = tuple(e.time for e in result.events)      # the streaming engine's order (runtime)
             owned.append(((result.time, times, piece, len(owned)), pack_result(result)))
-    except LimitError as e:
+    except StateLimitError as e:
         limit = str(e)
     stats = engine.stats
     return PieceOutput(owned, rejections, stats.peak_runs, stats.matches, len(ordered),
@@ -544,7 +544,7 @@ class SparkRun:
                 rdd.unpersist()
         stopped = next((output.limit for output in outputs if output.limit is not None), None)
         if stopped is not None:
-            raise LimitError(f"a piece of the Spark run: {stopped}")
+            raise StateLimitError(f"a piece of the Spark run: {stopped}")
         rejected = set()
         for output in outputs:
             self.stats.peak_runs = max(self.stats.peak_runs, output.peak_runs)
