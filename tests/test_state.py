@@ -85,11 +85,13 @@ def test_a_pending_trailing_negation_keeps_its_key_until_it_is_emitted():
 
 def test_tumbling_windows_drop_every_key_at_each_boundary():
     engine = Engine(keyed("A ; B", "WITHIN 10 SECONDS TUMBLING"))
-    for t in range(1, 12):                            # the first window is [1, 11)
+    for t in range(1, 11):                            # the first window is [1, 11)
         engine.push_event(ev(f"a{t}", f"k{t}", t))
-    assert engine.runtime.live_keys == 10             # a11's batch is processed when the next τ comes
-    engine.push_event(ev("a12", "k12", 12))
+    assert engine.runtime.live_keys == 10             # a one-stream batch is processed at its push
+    engine.push_event(ev("a11", "k11", 11))
     assert engine.runtime.live_keys == 1              # only k11, of the new window
+    engine.push_event(ev("a12", "k12", 12))
+    assert engine.runtime.live_keys == 2
     engine.close()
 
 
@@ -99,8 +101,8 @@ def test_the_negation_buffer_keeps_only_what_a_guard_can_see():
     for t in range(1, 301):
         engine.push_event(ev(f"b{t}", "x", t) if t > 1 else ev("a1", "x", 1))
     buffer = engine.runtime.partitions[next(iter(engine.runtime.partitions))].buffer
-    assert len(buffer) == 299                         # a1's run is alive: a1@1 and b2..b299 count
-    assert engine.stats.matches == 298
+    assert len(buffer) == 300                         # a1's run is alive: a1@1 and b2..b300 count
+    assert engine.stats.matches == 299
     engine = Engine(keyed("A : N! : B", "WITHIN 1000 SECONDS"))
     for t in range(1, 301):
         engine.push_event(ev(f"b{t}", "x", t))         # no run: nothing is kept, nor the key
@@ -115,8 +117,8 @@ def test_partition_by_without_within_warns_and_counts_live_keys():
     for t in range(1, 21):
         engine.push_event(ev(f"a{t}", f"k{t % 5}", t))
     engine.push_event(ev("b1", "k1", 30))
-    engine.push_event(ev("b2", "k2", 31))            # b1's batch: k1's runs took their B (;), k1 goes
-    assert engine.stats.live_keys == 4 and engine.stats.peak_keys == 5
+    assert engine.stats.live_keys == 4 and engine.stats.peak_keys == 5    # k1's runs took their B (;)
+    engine.push_event(ev("b2", "k2", 31))
     engine.close()
     assert engine.stats.matches == 8 and engine.stats.live_keys == 3
 
@@ -357,4 +359,4 @@ def test_the_progress_line_shows_live_keys(capsys):
     progress = _Progress("always", quiet=False)
     progress.engine = engine
     progress.tick()
-    assert "4 active runs, 4 live keys, 0 rejected" in capsys.readouterr().err
+    assert "5 active runs, 5 live keys, 0 rejected" in capsys.readouterr().err

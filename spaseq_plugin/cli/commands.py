@@ -425,8 +425,8 @@ def _limit_value(flag: str, text: str, size: bool = False) -> int | None:
     if size:
         try:
             return _size(text)
-        except argparse.ArgumentTypeError as error:
-            raise UsageError(f"{flag} {error}, or none") from None
+        except argparse.ArgumentTypeError:
+            raise UsageError(f"{flag} {text}: expected a size such as 500MiB or 2G, or none") from None
     body = text.strip().replace("_", "").replace(",", "")
     if not body.isdigit() or int(body) < 1 or len(body) > 18:
         raise UsageError(f"{flag} {text}: expected a whole number of at least 1, or none")
