@@ -245,6 +245,18 @@ def test_dead_letters_can_be_fixed_and_fed_again(tmp_path):
     assert letters[1]["text"] == f"<{EX}e4> {{ <{EX}x4> <{EX}v> . }}" and letters[1]["length"] == len(letters[1]["text"])
 
 
+def test_a_flood_of_bad_events_prints_the_first_hundred(tmp_path):
+    """A stream of bad events does not flood stderr: the first 100 are printed, then one
+    line says the rest are counted; -v prints every one; the dead letters keep them all."""
+    text = "".join(trig_event(i, time='"soon"') if i % 2 else trig_event(i) for i in range(1, 301))
+    results, rejected, letters, process = run(tmp_path, "s.trig", text.encode())
+    assert process.returncode == 0 and len(results) == 150
+    assert len(rejected) == 101 and len(letters) == 150 and "150 rejected (150 bad-timestamp)" in process.stderr
+    assert rejected[-1].startswith("spaseq: more rejected events are counted, not printed") and "dead.jsonl" in rejected[-1]
+    results, rejected, letters, process = run(tmp_path, "s.trig", text.encode(), "-v")
+    assert len(rejected) == 150
+
+
 def test_a_usage_error_leaves_the_dead_letter_file_alone(tmp_path):
     (tmp_path / "q.rq").write_text(QUERY)
     (tmp_path / "s.trig").write_text(trig_event(1))

@@ -24,6 +24,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import glob
+import itertools
 import json
 import logging
 import os
@@ -56,6 +57,10 @@ from ..streams.reorder import ReorderBuffer, merge_arrival, parse_lateness
 from ..streams.replay import parse_rate, replay
 
 log = logging.getLogger(__name__)
+
+# Rejected events printed on stderr before they are only counted (a stream of
+# bad events must not flood the terminal; -v prints all, --dead-letter keeps all).
+REJECTIONS_PRINTED = 100
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 #: seconds between two progress lines when standard error is not a terminal
@@ -676,11 +681,21 @@ def _run(args) -> int:
             log.warning(warning)
         progress = _Progress(args.progress if args.engine == "stream" else "never", args.quiet)
 
+        printed = itertools.count()
+
         def on_reject(error: EventError) -> None:
             dead.write(error)
-            if not args.quiet:
+            if args.quiet:
+                return
+            shown = next(printed)
+            if shown < REJECTIONS_PRINTED or log.isEnabledFor(logging.INFO):
                 progress.clear()
                 print(f"spaseq: rejected event: {error}", file=sys.stderr)
+            elif shown == REJECTIONS_PRINTED:
+                progress.clear()
+                where = f"all are in {args.dead_letter}" if args.dead_letter else "--dead-letter FILE keeps them"
+                print(f"spaseq: more rejected events are counted, not printed (-v prints every one; {where})",
+                      file=sys.stderr)
 
         if args.engine == "spark":
             engine = _spark_run(args, compiled, query_text, archived, kb_specs, start, on_reject, state_limits)
