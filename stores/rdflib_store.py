@@ -286,11 +286,14 @@ class RdflibLoader:
         return load_rdflib_file(self.dataset, path, graph, progress)
 
     def close(self) -> None:
+        """Commit and close; a commit the store refuses is an error (what was loaded is not there)."""
         try:
             self.dataset.commit()
-        except Exception:
-            pass
-        self.dataset.close()
+        except Exception as e:
+            raise SpaseqError(f"the {self.description} did not commit what was loaded: "
+                              f"{type(e).__name__}: {e}") from None
+        finally:
+            self.dataset.close()
 
 
 def open_for_load(location: str):

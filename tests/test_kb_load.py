@@ -255,3 +255,31 @@ def test_spark_only_for_and_whole_file_errors(spark, tmp_path, dumps, capsys):
                      "--spark", "--spark-master", MASTER)
     assert code == 2 and f"{tmp_path / 'bad.ttl'}:3:7: Unexpected end of file (nothing was loaded)" in err
     assert quads_of(f"oxigraph:{tmp_path / 'bad'}") == set()
+
+
+# -- a store that cannot commit -----------------------------------------------------------
+
+from rdflib.plugins.stores.memory import Memory      # noqa: E402
+
+
+class FailingCommitStore(Memory):
+    """An rdflib store plugin whose disk is full: it takes quads, and its commit fails."""
+
+    def open(self, configuration, create=False):
+        return None
+
+    def commit(self):
+        raise OSError(28, "No space left on device")
+
+
+def test_a_failing_commit_is_reported(tmp_path, capsys):
+    from rdflib import plugin
+    from rdflib.store import Store
+    plugin.register("FailingCommit", Store, __name__, "FailingCommitStore")
+    dump = tmp_path / "kb.nq"
+    dump.write_text(nq("s", "p", "o", "g"))
+    code = cli.main(["kb", "load", str(dump), "--into", f"rdflib:FailingCommit:{tmp_path / 'store'}"])
+    err = capsys.readouterr().err
+    assert code == 1
+    assert "did not commit" in err and "No space left on device" in err
+    assert "spaseq: loaded" not in err and "Traceback" not in err
