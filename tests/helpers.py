@@ -37,3 +37,508 @@ def server_unavailable(reason: str):
     if os.environ.get("CI", "").lower() == "true":
         pytest.fail(f"{reason} (CI=true: .ci/run should have installed it)", pytrace=False)
     pytest.skip(reason)
+
+
+# ---------------------------------------------------------------------------------------
+# Random scenarios (a query and its events) for the differential tests
+# ---------------------------------------------------------------------------------------
+#
+# A scenario is valid by construction (semantics.md section 10: every GPM used and
+# declared, FILTERs read bindable variables, PARTITION BY variables bound by every
+# positive GPM, no leading negation, WITHIN whenever a negation or optional ends the
+# sequence), so a compile error is a failure, never a skipped example; the invalid
+# queries come from ``invalid_queries``, one broken rule each.
+#
+# Results must not be rare: after the query, the generator *plants* a witness, one
+# event per positive atom along one branch (each optional taken or not, one to three
+# Kleene iterations, a conjunction's operands simultaneously on their own streams, one
+# operand of a disjunction), each satisfying its GPM under the bindings the earlier
+# witnesses made (kinds, the shared location and value, the shared subject, FILTER
+# comparisons), at time gaps the operators allow and inside the window.  Then random
+# noise events go anywhere: they add matches, break strict contiguity, match
+# negations, tie values and timestamps.  The tests assert that most examples of
+# every property have results.
+
+import decimal
+from dataclasses import dataclass, field
+
+from hypothesis import strategies as st
+
+STREAM_IRIS = ("http://example.org/s1", "http://example.org/s2", "http://example.org/s3",
+               "http://example.org/other")
+XSD = "http://www.w3.org/2001/XMLSchema#"
+KINDS = "abcde"
+LOCS = ("L1", "L2", "L3")
+_KIND, _LOC, _VAL = (ox.NamedNode(EX + p) for p in ("kind", "loc", "val"))
+
+# Numbers as written: equal values in several forms, so FILTERs and joins meet ties.
+NUMBERS = {1: [("1", "integer"), ("1.0", "decimal")],
+           2: [("2", "integer"), ("2.0", "decimal"), ("2.0E0", "double"), ("02", "integer")],
+           3: [("3", "integer"), ("3.00", "decimal"), ("3E0", "double")],
+           4: [("4", "integer")], 5: [("5", "integer"), ("5.0", "decimal")]}
+# Values that are not plain numbers, for noise: a NaN, a fraction, a string, a negative.
+ODD_VALUES = [("NaN", "double"), ("2.5", "decimal"), ("0.1", "double"), ("x", "string"), ("-1", "integer")]
+
+# Timestamp kinds: time index k is BASE + k * UNIT seconds; windows are written in WORD.
+TIME_KINDS = {
+    "integer": (0, 1, "SECONDS", 1),
+    "decimal": (decimal.Decimal(0), decimal.Decimal("0.25"), "MILLISECONDS", 250),
+    "datetime": (decimal.Decimal("1704067200.125"), 60, "MINUTES", 1),
+}
+
+
+def number(value) -> decimal.Decimal | None:
+    """The numeric value of a generated value, None when it is not a number (or NaN)."""
+    if value is None or value[1] == "string":
+        return None
+    d = decimal.Decimal(value[0])
+    return None if d.is_nan() else d
+
+
+@dataclass(frozen=True)
+class Ev:
+    """A generated event ``:s :kind "k" ; :loc :L ; :val v`` on stream ``stream`` at time
+    index ``time``.  ``subject`` None: a fresh subject ``:eN``; else ``:pK``, shared."""
+    stream: int
+    time: int
+    kind: str
+    loc: str | None = None
+    val: tuple[str, str] | None = None
+    loc2: str | None = None
+    subject: int | None = None
+
+    def __repr__(self) -> str:
+        parts = [f"S{self.stream + 1}@{self.time}", self.kind]
+        if self.subject is not None:
+            parts.insert(1, f"p{self.subject}")
+        if self.loc:
+            parts.append(self.loc + (f"+{self.loc2}" if self.loc2 else ""))
+        if self.val is not None:
+            parts.append("v" + "^^".join(self.val))
+        return "Ev(" + " ".join(parts) + ")"
+
+
+def to_events(evs: list[Ev], time_kind: str = "integer", blank_subjects: bool = False) -> list[Event]:
+    """Generated events as engine events, in time order (graph names ``:gN``); with
+    ``blank_subjects`` the subjects ``:pK`` are blank nodes ``_:pK`` (one label, one node)."""
+    base, unit, _, _ = TIME_KINDS[time_kind]
+    out = []
+    for n, ev in enumerate(sorted(evs, key=lambda e: (e.time, e.stream)), 1):
+        if ev.subject is None:
+            s = ox.NamedNode(f"{EX}e{n}")
+        else:
+            s = ox.BlankNode(f"p{ev.subject}") if blank_subjects else ox.NamedNode(f"{EX}p{ev.subject}")
+        triples = [ox.Triple(s, _KIND, ox.Literal(ev.kind))]
+        for loc in (ev.loc, ev.loc2):
+            if loc:
+                triples.append(ox.Triple(s, _LOC, ox.NamedNode(EX + loc)))
+        if ev.val is not None:
+            triples.append(ox.Triple(s, _VAL, ox.Literal(ev.val[0], datatype=ox.NamedNode(XSD + ev.val[1]))))
+        time = base + ev.time * unit
+        out.append(Event(STREAM_IRIS[ev.stream], time, tuple(triples), ox.NamedNode(f"{EX}g{n}"),
+                         is_datetime=time_kind == "datetime"))
+    return out
+
+
+@dataclass
+class G:
+    """A generated GPM: index ``i`` (its name is a letter), streams, body parts."""
+    i: int
+    streams: tuple[int, ...]
+    kind: str | None           # a literal; None: ?k_i; "?k": shared; "a|b": a UNION of two kinds
+    subject: str               # "own" (?e_i) or "shared" (?x)
+    loc: str | None            # "shared" (?l), "own" (?l_i), "const" (:L1), None
+    val: str | None            # "own" (?v_i), "shared" (?v), "opt" (OPTIONAL ?v_i), None
+    filt: tuple | None = None  # ("cmp", op, other var, mine first, extra) or ("ge", n)
+
+    @property
+    def name(self) -> str:
+        return "ABCDEFGHIJKLMNOP"[self.i]
+
+    @property
+    def s(self) -> str:
+        return f"?e{self.i}" if self.subject == "own" else "?x"
+
+    @property
+    def l(self) -> str | None:
+        return {"shared": "?l", "own": f"?l{self.i}"}.get(self.loc)
+
+    @property
+    def v(self) -> str | None:
+        return {"own": f"?v{self.i}", "opt": f"?v{self.i}", "shared": "?v"}.get(self.val)
+
+    def variables(self) -> list[str]:
+        kind = [] if self.kind and not self.kind.startswith("?") and "|" not in self.kind else \
+            ["?k" if self.kind == "?k" else f"?k{self.i}"]
+        return [self.s, *kind, *[x for x in (self.l, self.v) if x]]
+
+    def body(self) -> str:
+        s = self.s
+        if self.kind and "|" in self.kind:
+            one, two = self.kind.split("|")
+            parts = [f'{{ {s} :kind "{one}" }} UNION {{ {s} :kind "{two}" }} {s} :kind ?k{self.i} .']
+        else:
+            kind = "?k" if self.kind == "?k" else f'"{self.kind}"' if self.kind else f"?k{self.i}"
+            parts = [f"{s} :kind {kind} ."]
+        if self.l:
+            parts.append(f"{s} :loc {self.l} .")
+        elif self.loc == "const":
+            parts.append(f"{s} :loc :L1 .")
+        if self.val == "opt":
+            parts.append(f"OPTIONAL {{ {s} :val {self.v} }}")
+        elif self.val:
+            parts.append(f"{s} :val {self.v} .")
+        if self.filt and self.filt[0] == "cmp":
+            _, op, other, mine_first, extra = self.filt
+            left, right = (self.v, other) if mine_first else (other, self.v)
+            parts.append(f"FILTER({left} {op} {right}{extra})")
+        elif self.filt:
+            parts.append(f"FILTER({self.v} >= {self.filt[1]})")
+        return " ".join(parts)
+
+    def define(self) -> str:
+        on = ", ".join(f"S{s + 1}" for s in self.streams)
+        return f"  DEFINE GPM {self.name} ON {on} {{ {self.body()} }}"
+
+
+@dataclass
+class At:
+    """An atom of SEQ: GPMs (several: a group), the group's kind '&' or '|', a suffix."""
+    gpms: list[G]
+    group: str = ""
+    suffix: str = ""
+
+    def text(self) -> str:
+        if self.group:
+            return "(" + f" {self.group} ".join(g.name for g in self.gpms) + ")"
+        return self.gpms[0].name + self.suffix
+
+
+@dataclass
+class Scenario:
+    query: str
+    events: list[Ev]
+    start: int | None = None                # TUMBLING --start, a time index
+    time_kind: str = "integer"
+    planted: list[Ev] = field(default_factory=list)
+    blank_subjects: bool = False
+
+    @property
+    def start_time(self):
+        if self.start is None:
+            return None
+        base, unit, _, _ = TIME_KINDS[self.time_kind]
+        return base + self.start * unit
+
+    def to_events(self) -> list[Event]:
+        return to_events(self.events, self.time_kind, self.blank_subjects)
+
+    def __repr__(self) -> str:
+        return (f"Scenario(start={self.start}, time_kind={self.time_kind}, blank_subjects={self.blank_subjects}, "
+                f"events={self.events!r},"
+                f"\nquery=\n{self.query})")
+
+
+def needs_window(atoms: list[At]) -> bool:
+    """Some atom that is not a negation is followed only by negations and optionals
+    (semantics.md section 6: then WITHIN is required)."""
+    return any(atom.suffix != "!" and all(a.suffix in ("!", "?") for a in atoms[j + 1:])
+               for j, atom in enumerate(atoms[:-1]))
+
+
+def _value_for(draw, low: decimal.Decimal | None = None, high: decimal.Decimal | None = None,
+               at_least: int | None = None):
+    """A generated number in one of its written forms, within the bounds (None if none fits)."""
+    fits = [n for n in NUMBERS if (low is None or n > low) and (high is None or n < high)
+            and (at_least is None or n >= at_least)]
+    if not fits:
+        return None
+    return draw(st.sampled_from(NUMBERS[draw(st.sampled_from(fits))]))
+
+
+_OPS = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
+        ">=": lambda a, b: a >= b}
+
+
+def _witness(draw, g: G, state: dict, stream: int, time: int, subjects: dict) -> Ev:
+    """An event of ``stream`` at ``time`` on which ``g`` has a solution under ``state``
+    (variable -> generated value), which it extends."""
+    if g.kind and "|" in g.kind:
+        kind = draw(st.sampled_from(g.kind.split("|")))
+    elif g.kind == "?k":
+        kind = state.setdefault("?k", draw(st.sampled_from(KINDS)))
+    else:
+        kind = g.kind or draw(st.sampled_from(KINDS))
+    if g.subject == "shared":
+        subject = state.setdefault("?x", 1)
+    else:
+        subject = state.get(g.s)
+        if subject is None:
+            subject = state[g.s] = subjects["next"] = subjects.get("next", 9) + 1
+    loc = None
+    if g.loc == "const":
+        loc = "L1"
+    elif g.l:
+        loc = state.get(g.l) or draw(st.sampled_from(LOCS[:2]))
+        state[g.l] = loc
+    val = None
+    if g.v and (g.val != "opt" or draw(st.booleans()) or g.v in state):
+        val = state.get(g.v)
+        if val is None:
+            low = high = least = None
+            if g.filt and g.filt[0] == "cmp":
+                _, op, other, mine_first, extra = g.filt
+                bound = number(state.get(other))
+                if bound is not None:
+                    strict = op in ("<", ">")
+                    below = (op in ("<", "<=")) == mine_first
+                    if below:
+                        high = bound + (0 if strict else decimal.Decimal("0.5"))
+                    else:
+                        low = bound - (0 if strict else decimal.Decimal("0.5"))
+            elif g.filt:
+                least = g.filt[1]
+            val = _value_for(draw, low, high, least) or draw(st.sampled_from(NUMBERS[3]))
+            if g.filt and g.filt[0] == "cmp" and g.filt[4] and number(val) == 3:
+                val = NUMBERS[4][0]
+        state[g.v] = val
+    if g.kind is None or (g.kind and "|" in g.kind):
+        state[f"?k{g.i}"] = kind
+    return Ev(stream, time, kind, loc, val, None, subject)
+
+
+@st.composite
+def scenarios(draw, force: str | None = None, max_noise: int = 6):
+    """A valid query and events with a planted witness (see above).  ``force``: one of
+    kleene, negation, partition, tumbling, conjunction, indexed, projection."""
+    if force == "indexed":
+        return draw(_indexed_scenarios(max_noise))
+    n_streams = draw(st.sampled_from([2, 3] if force == "conjunction" else [1, 2, 1, 3]))
+    partition = force == "partition" or draw(st.integers(0, 5)) == 0
+    shared_subjects = draw(st.integers(0, 4)) == 4
+    time_kind = draw(st.sampled_from(["integer", "integer", "decimal", "datetime"]))
+    gpms: list[G] = []
+
+    def new_gpm(streams: tuple[int, ...] | None = None, positive: bool = True) -> G:
+        i = len(gpms)
+        if streams is None:
+            streams = draw(st.sampled_from([(0,), (1,), (0, 1), (2,), (1, 2)][: 1 if n_streams == 1 else
+                                                                              3 if n_streams == 2 else 5]))
+        kind = draw(st.sampled_from(["a", "b", "c", None, "?k", "a|b", "d", "e"]))
+        subject = "shared" if shared_subjects and draw(st.booleans()) else "own"
+        loc = "shared" if partition else draw(st.sampled_from(["shared", "shared", "own", "const", None]))
+        val = draw(st.sampled_from([None, "own", "shared", "opt", "own"]))
+        g = G(i, streams, kind, subject, loc, val)
+        if val and draw(st.integers(0, 2)) == 2:
+            others = [o.v for o in gpms if o.v and o.v != g.v]
+            if others and draw(st.booleans()):
+                op = draw(st.sampled_from([">", ">=", "<", "<="]))
+                g.filt = ("cmp", op, draw(st.sampled_from(others)), draw(st.booleans()),
+                          draw(st.sampled_from(["", "", f" && {g.v} != 3"])))
+            else:
+                g.filt = ("ge", draw(st.integers(1, 3)))
+        gpms.append(g)
+        return g
+
+    n_atoms = draw(st.sampled_from([2, 1, 2, 3, 3, 4]))
+    atoms: list[At] = []
+    for n in range(n_atoms):
+        shape = draw(st.sampled_from(["single"] * 6 + ["and", "or", "reuse"]))
+        if shape == "and" and n_streams == 1:
+            shape = "single"
+        if force == "conjunction" and n == 0:
+            shape = "and"
+        if shape in ("single", "reuse"):
+            g = draw(st.sampled_from(gpms)) if shape == "reuse" and gpms else new_gpm()
+            can_negate = any(a.suffix in ("", "+") for a in atoms)
+            suffix = draw(st.sampled_from(["", "", "+", "?"] + (["!"] if can_negate else [])))
+            atoms.append(At([g], "", suffix))
+        elif shape == "and":
+            k = draw(st.integers(2, n_streams))
+            atoms.append(At([new_gpm((s,)) for s in range(k)], "&"))
+        else:
+            atoms.append(At([new_gpm() for _ in range(draw(st.sampled_from([2, 2, 3])))], "|"))
+    if force == "kleene" and not any(a.suffix == "+" for a in atoms):
+        atoms.insert(draw(st.integers(0, len(atoms))), At([new_gpm()], "", "+"))
+    if force == "negation" and not any(a.suffix in "!?" and a.suffix for a in atoms):
+        for _ in range(draw(st.sampled_from([1, 1, 2]))):
+            atoms.insert(draw(st.integers(1, len(atoms))), At([new_gpm()], "", draw(st.sampled_from("!?"))))
+    ops = [draw(st.sampled_from([";", ",", ":"])) for _ in atoms[1:]]
+
+    # the witness: one branch, times, events
+    state: dict = {}
+    subjects: dict = {}
+    planted: list[Ev] = []
+    time = 1
+    first_step = True
+    for j, atom in enumerate(atoms):
+        if atom.suffix == "!" or (atom.suffix == "?" and draw(st.booleans())):
+            continue
+        if not first_step:
+            op = ops[j - 1]
+            time += 1 if op == "," else draw(st.sampled_from([1, 1, 2]))
+        first_step = False
+        if atom.group == "&":
+            for g in atom.gpms:
+                planted.append(_witness(draw, g, state, g.streams[0], time, subjects))
+            continue
+        g = draw(st.sampled_from(atom.gpms))
+        stream = draw(st.sampled_from(g.streams))
+        if atom.suffix == "+":
+            before = dict(state)
+            count = draw(st.sampled_from([1, 2, 2, 3]))
+            iteration_op = ops[j - 1] if j else (ops[0] if ops else ";")
+            for it in range(count):
+                if it:
+                    time += 1 if iteration_op == "," else draw(st.sampled_from([1, 1, 2]))
+                state = dict(before)
+                planted.append(_witness(draw, g, state, stream, time, subjects))
+        else:
+            planted.append(_witness(draw, g, state, stream, time, subjects))
+    span = time - 1
+
+    window_kind = draw(st.sampled_from(["span", "span", "tumbling", "span", "none"]))
+    if force == "tumbling":
+        window_kind = "tumbling"
+    if window_kind == "none" and (needs_window(atoms) or force == "negation"):
+        window_kind = "span"
+    base, unit, word, scale = TIME_KINDS[time_kind]
+    within, start = "", None
+    if window_kind == "span":
+        size = max(1, span + draw(st.sampled_from([0, 1, 2, 3, -1])))
+        within = f"WITHIN {size * scale} {word}"
+    elif window_kind == "tumbling":
+        size = max(1, span + 1 + draw(st.sampled_from([0, 1, 2, 4, -1])))
+        start = draw(st.sampled_from([None, None, 0, 1]))
+        within = f"WITHIN {size * scale} {word} TUMBLING"
+
+    proj = draw(st.sampled_from(["star", "vars", "vars", "distinct", "agg", "construct"] +
+                                (["agg", "agg", "construct", "distinct"] if force == "projection" else [])))
+    bindable = sorted({v for g in gpms for v in g.variables()})
+    if proj == "star":
+        head = "SELECT *"
+    elif proj in ("vars", "distinct"):
+        chosen = draw(st.lists(st.sampled_from(bindable), min_size=1, max_size=3, unique=True))
+        head = "SELECT " + ("DISTINCT " if proj == "distinct" else "") + " ".join(chosen)
+    elif proj == "agg":
+        kleene = [a.gpms[0] for a in atoms if a.suffix == "+"]
+        target = kleene[0] if kleene and draw(st.booleans()) else draw(st.sampled_from(gpms))
+        agg = draw(st.sampled_from(["COUNT({s})", "COUNT(*)", "SUM({v})", "MAX({v})", "MIN({v})", "AVG({v})",
+                                    "GROUP_CONCAT({s})", "COUNT(DISTINCT {s})", "SAMPLE({v})",
+                                    'GROUP_CONCAT(DISTINCT {s} ; SEPARATOR="|")']))
+        agg = agg.format(s=target.s, v=target.v or target.s)
+        head = f"SELECT {gpms[0].s} ({agg} AS ?agg)"
+    else:
+        a, b = draw(st.sampled_from(gpms)), draw(st.sampled_from(gpms))
+        at = "?l" if any(g.l == "?l" for g in gpms) else gpms[0].s
+        head = f"CONSTRUCT {{ {a.s} :before {b.s} . _:m :at {at} . _:m :first {gpms[0].s} }}"
+
+    lines = ["PREFIX : <http://example/>", head]
+    if within:
+        lines.append(within)
+    if partition:
+        lines.append("PARTITION BY (?l)")
+    lines += [f"FROM STREAM S{s + 1} <{STREAM_IRIS[s]}>" for s in range(n_streams)]
+    seq = atoms[0].text() + "".join(f" {op} {a.text()}" for op, a in zip(ops, atoms[1:]))
+    lines += ["WHERE {", f"  SEQ ({seq})"] + [g.define() for g in gpms] + ["}"]
+
+    noise = draw(_noise(n_streams, time + 2, {(e.stream, e.time) for e in planted}, max_noise,
+                        shared_subjects, foreign=draw(st.integers(0, 7)) == 7))
+    events = sorted(planted + noise, key=lambda e: (e.time, e.stream))
+    return Scenario("\n".join(lines), events, start, time_kind, planted, draw(st.integers(0, 3)) == 0)
+
+
+@st.composite
+def _noise(draw, n_streams: int, last: int, taken: set, max_noise: int, shared_subjects: bool,
+           foreign: bool, values=None, kinds=KINDS):
+    """Random events at free (stream, time) slots in [0, last]."""
+    streams = list(range(n_streams)) + ([3] if foreign else [])
+    slots = draw(st.lists(st.tuples(st.sampled_from(streams), st.integers(0, last)),
+                          max_size=max_noise, unique=True))
+    out = []
+    for stream, time in slots:
+        if (stream, time) in taken:
+            continue
+        loc = draw(st.sampled_from(["L1", "L1", "L2", "L2", "L3", None]))
+        loc2 = draw(st.sampled_from([None] * 6 + ["L2" if loc == "L1" else "L1"])) if loc else None
+        subject = draw(st.sampled_from([1, 2, None])) if shared_subjects else None
+        if values is None:
+            n = draw(st.sampled_from([1, 2, 3, 4, 5, 2, 3, None, "odd"]))
+            val = None if n is None else draw(st.sampled_from(ODD_VALUES)) if n == "odd" else \
+                draw(st.sampled_from(NUMBERS[n]))
+        else:
+            val = draw(st.sampled_from(values))
+        out.append(Ev(stream, time, draw(st.sampled_from(kinds)), loc, val, loc2, subject))
+    return out
+
+
+@st.composite
+def _indexed_scenarios(draw, max_noise: int):
+    """Many runs waiting on the same join values with stateful comparisons between
+    GPMs (what the runtime indexes runs by), over values of mixed numeric types, ties,
+    a NaN and a string: its sorted run index must agree with FILTER."""
+    n_atoms = draw(st.sampled_from([2, 2, 3]))
+    gpms: list[G] = []
+    atoms: list[At] = []
+    for i in range(n_atoms):
+        g = G(i, (0,), draw(st.sampled_from("ab")), "own", "shared", "own")
+        if i and draw(st.integers(0, 4)):
+            g.filt = ("cmp", draw(st.sampled_from(["<", "<=", ">", ">="])), f"?v{draw(st.integers(0, i - 1))}",
+                      draw(st.booleans()), draw(st.sampled_from(["", "", f" && ?v{i} != 3"])))
+        gpms.append(g)
+        atoms.append(At([g], "", draw(st.sampled_from(["", "", "+"])) if i else ""))
+    ops = [draw(st.sampled_from([",", ";", ";", ":"])) for _ in atoms[1:]]
+    state: dict = {}
+    subjects: dict = {}
+    planted, time = [], 1
+    for j, atom in enumerate(atoms):
+        if j:
+            time += 1 if ops[j - 1] == "," else draw(st.sampled_from([1, 2]))
+        planted.append(_witness(draw, atom.gpms[0], state, 0, time, subjects))
+    within = draw(st.sampled_from(["", f"WITHIN {time + 2} SECONDS", f"WITHIN {time} SECONDS"]))
+    seq = atoms[0].text() + "".join(f" {op} {a.text()}" for op, a in zip(ops, atoms[1:]))
+    query = "\n".join(["PREFIX : <http://example/>", "SELECT *", within,
+                       f"FROM STREAM S1 <{STREAM_IRIS[0]}>", "WHERE {", f"  SEQ ({seq})",
+                       *[g.define() for g in gpms], "}"])
+    values = [v for forms in NUMBERS.values() for v in forms] + ODD_VALUES
+    noise = draw(_noise(1, time + 4, {(e.stream, e.time) for e in planted}, max_noise + 3, False, False,
+                        values, "aab"))
+    return Scenario(query, sorted(planted + noise, key=lambda e: e.time), None, "integer", planted)
+
+
+# -- comparing results -------------------------------------------------------------------
+
+def canonical_triples(triples) -> tuple[str, ...]:
+    """A graph's triples as sorted N-Triples lines, each blank node named by what it
+    touches (its triples, itself written ``_:self`` and other blank nodes ``_:b``),
+    so that graphs equal up to blank node names give the same tuple."""
+    triples = list(triples)
+    nodes = {t for triple in triples for t in (triple.subject, triple.object) if isinstance(t, ox.BlankNode)}
+
+    def shown(term, me=None):
+        if isinstance(term, ox.BlankNode):
+            return "_:self" if term == me else "_:b"
+        return str(term)
+
+    names = {}
+    for node in nodes:
+        touching = sorted(" ".join(shown(t, node) for t in (tr.subject, tr.predicate, tr.object))
+                          for tr in triples if node in (tr.subject, tr.object))
+        names[node] = "_:[" + " | ".join(touching) + "]"
+    return tuple(sorted({" ".join(names.get(t, str(t)) if isinstance(t, ox.BlankNode) else str(t)
+                                  for t in (tr.subject, tr.predicate, tr.object)) for tr in triples}))
+
+
+def result_key(result) -> tuple:
+    """What must agree between two evaluations: the match time (and whether it is a
+    dateTime), the bindings, or the CONSTRUCT graph up to blank node names."""
+    if result.triples is not None:
+        return (result.time, result.is_datetime, "construct", canonical_triples(result.triples))
+    return (result.time, result.is_datetime, tuple(sorted((k, str(v)) for k, v in result.bindings.items())))
+
+
+def examples(weight: float = 1.0) -> int:
+    """A property's number of examples: ``weight`` times the profile's ``max_examples``
+    (tests/conftest.py), so that every profile scales every property."""
+    from hypothesis import settings
+    return max(1, round(settings.default.max_examples * weight))

@@ -1,14 +1,19 @@
-"""The brute-force reference evaluator (spaseq_plugin/reference.py).
+"""The brute-force reference evaluator (spaseq_plugin/reference/).
 
-1. Every shared acceptance case (tests/shared_paths.py: $SPASEQ_SHARED or
-   ../shared/acceptance/cases) gives exactly its expected rows (skipped when
-   the folder is absent).
-2. Hand-written cases, one or more per rule of the settled semantics (see
-   the reference's docstring), with results worked out by hand.
+1. It shares nothing with the engine: its modules import only the event and
+   error types of the package (and the standard library, pyoxigraph).
+2. Every shared acceptance case (tests/shared_paths.py: $SPASEQ_SHARED or
+   ../shared/acceptance/cases) gives exactly its hand-written expected rows
+   through the reference alone: its own reading of the query, the stream
+   reader, pyoxigraph (skipped when the folder is absent).
+3. Its compile-time checks (semantics.md section 10).
+4. Hand-written cases, one or more per rule of the settled semantics (see
+   the docstring of reference/matching.py), with results worked out by hand.
 """
 
 from __future__ import annotations
 
+import ast
 import collections
 import importlib.machinery
 import importlib.util
@@ -18,15 +23,69 @@ from pathlib import Path
 import pyoxigraph as ox
 import pytest
 
-from spaseq_plugin import KnowledgeBase, QueryError, compile_query
-from spaseq_plugin.events import PROV_GENERATED_AT, Event, parse_timestamp
-from spaseq_plugin.reference import reference_evaluate, reference_matches
-from spaseq_plugin.runtime.results import term_to_json
+from spaseq_plugin import QueryError
+from spaseq_plugin.events import Event, format_time
+from spaseq_plugin.reference import compile_reference, reference_evaluate, reference_matches
+from spaseq_plugin.streams.files import merge_streams, open_stream
 
 from shared_paths import ACCEPTANCE, CASES
 
 EX = "http://example/"
 S1, S2 = "http://example.org/s1", "http://example.org/s2"
+REFERENCE = Path(__file__).resolve().parents[1] / "spaseq_plugin" / "reference"
+
+
+# -- independence ------------------------------------------------------------------
+
+# What the reference may import from the package: the event type, the error types and
+# (tests and users only) the stream reader.  Nothing of language/, evaluators/,
+# runtime/, output/: a bug there must not be able to hide by breaking both sides.
+ALLOWED = {"spaseq_plugin.events", "spaseq_plugin.errors"}
+THIRD_PARTY = {"pyoxigraph"}
+
+
+def _imports(path: Path) -> set[str]:
+    out = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.Import):
+            out.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            if node.level:
+                base = ["spaseq_plugin", "reference"][:3 - node.level]
+                module = ".".join(base + ([node.module] if node.module else []))
+                out.update(f"{module}.{a.name}" if not node.module else module for a in node.names)
+            else:
+                out.add(node.module)
+    return out
+
+
+def test_the_reference_imports_nothing_of_the_engine():
+    modules = sorted(REFERENCE.glob("*.py"))
+    assert len(modules) >= 4
+    seen = set()
+    for path in modules:
+        for name in _imports(path):
+            seen.add(name)
+            top = name.split(".")[0]
+            if top == "spaseq_plugin":
+                assert name in ALLOWED or name.startswith("spaseq_plugin.reference"), \
+                    f"{path.name} imports {name}"
+            else:
+                assert top in THIRD_PARTY or top in _stdlib(), f"{path.name} imports {name}"
+    for engine_part in ("language", "evaluators", "runtime", "output", "results", "rdflib_terms"):
+        assert not any(f".{engine_part}" in n for n in seen if n.startswith("spaseq_plugin"))
+    assert "rdflib" not in {n.split(".")[0] for n in seen}
+
+
+def _stdlib() -> set[str]:
+    import sys
+    return set(sys.stdlib_module_names) | {"__future__"}
+
+
+def test_the_independence_check_would_see_an_engine_import(tmp_path):
+    bad = tmp_path / "bad.py"
+    bad.write_text("from ..language.compiler import compile_query\nfrom ..runtime import results\n")
+    assert {"spaseq_plugin.language.compiler", "spaseq_plugin.runtime"} <= _imports(bad)
 
 
 # -- acceptance cases ------------------------------------------------------------
@@ -40,17 +99,27 @@ def _runner():
     return module
 
 
-def load_trig(path: Path, stream: str) -> list[Event]:
-    """A TriG stream file as events (each named graph one event)."""
-    quads = list(ox.parse(path=str(path), format=ox.RdfFormat.TRIG))
-    times = {q.subject: parse_timestamp(q.object) for q in quads
-             if q.graph_name == ox.DefaultGraph() and q.predicate == PROV_GENERATED_AT}
-    graphs: dict = {}
-    for q in quads:
-        if q.graph_name != ox.DefaultGraph():
-            graphs.setdefault(q.graph_name, []).append(ox.Triple(q.subject, q.predicate, q.object))
-    return [Event(stream, times[g][0], tuple(ts), g, str(path), times[g][1])
-            for g, ts in graphs.items()]
+def json_term(term) -> dict:
+    """A pyoxigraph term as a SPARQL 1.1 JSON results term."""
+    if isinstance(term, ox.NamedNode):
+        return {"type": "uri", "value": term.value}
+    if isinstance(term, ox.BlankNode):
+        return {"type": "bnode", "value": term.value}
+    out = {"type": "literal", "value": term.value}
+    if term.language:
+        out["xml:lang"] = term.language
+    else:
+        out["datatype"] = term.datatype.value
+    return out
+
+
+def kb_quads(spec: str, folder: Path) -> list[ox.Quad]:
+    """``--kb`` as the spec reads it: TriG/N-Quads keep their graphs, ``IRI=PATH`` names one."""
+    iri, _, path = spec.rpartition("=") if "=" in spec and "://" in spec.split("=")[0] else ("", "", spec)
+    quads = list(ox.parse(path=str(folder / path)))
+    if iri:
+        quads = [ox.Quad(q.subject, q.predicate, q.object, ox.NamedNode(iri)) for q in quads]
+    return quads
 
 
 def _case_dirs():
@@ -66,31 +135,97 @@ def test_acceptance_case(case_dir: Path):
     text = (case_dir / case["query"]).read_text()
     if "expect_error" in case:
         with pytest.raises(QueryError) as info:
-            compile_query(text)
+            compile_reference(text)
         for part in case["expect_error"].get("stderr_contains", []):
             assert part.lower() in str(info.value).lower()
         return
     args = case.get("args", [])
-    assert all(a.startswith("--start") for a in args[::2]), f"unsupported args {args}"
+    assert all(a == "--start" for a in args[::2]), f"unsupported args {args}"
     start = None
     if "--start" in args:
-        start = float(args[args.index("--start") + 1])
-    compiled = compile_query(text)
-    events = []
-    for alias, name in case["streams"].items():
-        events += load_trig(case_dir / name, compiled.stream_iris[alias])
-    events.sort(key=lambda e: e.time)
-    kb = None
-    if case.get("kb"):
-        kb = KnowledgeBase.from_specs([str(case_dir / case["kb"])])
+        start = json.loads(args[args.index("--start") + 1])
+    analysed = compile_reference(text)
+    events = list(merge_streams([open_stream(str(case_dir / path), analysed.query.streams[alias])
+                                 for alias, path in case["streams"].items()]))
+    assert all(isinstance(e, Event) for e in events)
+    kb = kb_quads(case["kb"], case_dir) if case.get("kb") else None
     run = _runner()
     got = collections.Counter(
-        run.row_key(r.time, {k: term_to_json(v) for k, v in r.bindings.items()}, run.output_term)
-        for r in reference_evaluate(compiled, events, kb, start))
+        run.row_key(format_time(r.time, r.is_datetime), {k: json_term(v) for k, v in r.bindings.items()},
+                    run.output_term)
+        for r in reference_evaluate(analysed, events, kb, start))
     want = collections.Counter(
         run.row_key(r["time"], r["bindings"], run.expected_term) for r in case["expected"])
+    assert want, "a case without expected rows proves nothing"
     assert got == want, (f"missing {list((want - got).elements())}\n"
                          f"unexpected {list((got - want).elements())}")
+
+
+# -- compile-time checks (semantics.md section 10) ------------------------------------
+
+BAD_QUERIES = {
+    "does not parse": ('SELECT ?x FROM STREAM S1 <http://s> WHERE { SEQ (A ;; B) '
+                       'DEFINE GPM A ON S1 { ?x :p ?y } DEFINE GPM B ON S1 { ?x :q ?y } }', "line 2, column 53"),
+    "undeclared GPM": ("SELECT ?x FROM STREAM S1 <http://s> WHERE { SEQ (A ; Z) "
+                       "DEFINE GPM A ON S1 { ?x :p ?y } }", "Z"),
+    "unused GPM": ("SELECT ?x FROM STREAM S1 <http://s> WHERE { SEQ (A) "
+                   "DEFINE GPM A ON S1 { ?x :p ?y } DEFINE GPM B ON S1 { ?x :q ?y } }", "B"),
+    "undeclared stream": ("SELECT ?x FROM STREAM S1 <http://s> WHERE { SEQ (A) "
+                          "DEFINE GPM A ON S9 { ?x :p ?y } }", "S9"),
+    "GPM syntax": ("SELECT ?x FROM STREAM S1 <http://s> WHERE { SEQ (A) "
+                   "DEFINE GPM A ON S1 { ?x :p ?y FILTER( } }", "GPM A"),
+    "FILTER reads nothing bindable": ("SELECT ?x FROM STREAM S1 <http://s> WHERE { SEQ (A) "
+                                      "DEFINE GPM A ON S1 { ?x :p ?y FILTER(?s1 > 0) } }", "?s1"),
+    "partition variable": ("SELECT ?x WITHIN 5 SECONDS PARTITION BY (?y) FROM STREAM S1 <http://s> "
+                           "WHERE { SEQ (A ; B) DEFINE GPM A ON S1 { ?x :p ?y } "
+                           "DEFINE GPM B ON S1 { ?x :q ?z } }", "?y"),
+    "leading negation": ("SELECT ?x WITHIN 5 SECONDS FROM STREAM S1 <http://s> WHERE { SEQ (B? ; N! ; A) "
+                         "DEFINE GPM A ON S1 { ?x :p ?y } DEFINE GPM B ON S1 { ?x :q ?y } "
+                         "DEFINE GPM N ON S1 { ?x :r ?y } }", "N!"),
+    "trailing optional without WITHIN": ("SELECT ?x FROM STREAM S1 <http://s> WHERE { SEQ (A ; B?) "
+                                         "DEFINE GPM A ON S1 { ?x :p ?y } DEFINE GPM B ON S1 { ?x :q ?y } }",
+                                         "WITHIN"),
+    "zero window": ("SELECT ?x WITHIN 0 SECONDS FROM STREAM S1 <http://s> WHERE { SEQ (A) "
+                    "DEFINE GPM A ON S1 { ?x :p ?y } }", "zero"),
+}
+
+
+@pytest.mark.parametrize("name", sorted(BAD_QUERIES))
+def test_the_reference_rejects_what_must_not_compile(name):
+    text, fragment = BAD_QUERIES[name]
+    with pytest.raises(QueryError) as info:
+        compile_reference(PREFIX + text)
+    assert fragment in str(info.value)
+
+
+def test_both_layouts_keywords_and_a_trailing_separator():
+    paper = compile_reference(PREFIX + "select ?x within 1 minutes from stream S1 <http://s> "
+                              "where { seq (A, B,) define gpm A on S1 { ?x :p 'a' } "
+                              "Define GPM B ON S1 { ?x :q ?y Filter(?y > 1) } }")
+    assert paper.query.window == 60 and paper.query.operators == [","]
+    assert any("trailing" in w for w in paper.warnings)
+    implementation = compile_reference(PREFIX + "SELECT ?x WITHIN 700 MILLISECONDS "
+                                       "FROM STREAM S1 <http://s> WHERE SEQ (A; B+) { "
+                                       "DEFINE GPM A ON S1 { ?x :p ?y } DEFINE GPM B ON S1 { ?z :p ?y } }")
+    assert implementation.query.window * 10 == 7
+    assert [a.suffix for a in implementation.query.atoms] == ["", "+"]
+
+
+def test_placement_leaves_out_only_the_conjuncts_a_gpm_cannot_judge():
+    analysed = compile_reference(PREFIX + "SELECT * WITHIN 5 SECONDS PARTITION BY (?c) "
+                                 f"FROM STREAM S1 <{S1}> WHERE {{ SEQ (A , B) "
+                                 "DEFINE GPM A ON S1 { ?c :price ?p1 FILTER(?p1 < 6) } "
+                                 "DEFINE GPM B ON S1 { ?c :price ?p2 FILTER(?p2 > ?p1 && ?p2 < 10) "
+                                 "OPTIONAL { ?c :note ?n FILTER(?n != ?p1) } } }")
+    body = analysed.gpms["B"].placement_body
+    assert "?p2 > ?p1" not in body and "(?p2 < 10)" in body and "?n != ?p1" in body
+    text = analysed.query.text
+    # 20 is in no sub-stream (A: not < 6; B alone: not < 10): 8 is the next event of :g
+    events = [ev(S1, 1, ":g :price 5 ."), ev(S1, 2, ":g :price 20 ."), ev(S1, 3, ":g :price 8 .")]
+    assert rows(text, events) == C((3, ("c=g", "p1=5", "p2=8")))
+    # 4 is placed by B alone (4 < 10; 4 > ?p1 cannot be judged): it breaks 5 , 8
+    events[1] = ev(S1, 2, ":g :price 4 .")
+    assert rows(text, events) == C((3, ("c=g", "p1=4", "p2=8")))
 
 
 # -- hand-written cases ----------------------------------------------------------
@@ -142,7 +277,7 @@ def short(term) -> str:
 
 def rows(text: str, events, **kw) -> collections.Counter:
     """Results as a multiset of (time, (var=value, ...)) with short values."""
-    results = reference_evaluate(compile_query(text), events, **kw)
+    results = reference_evaluate(text, events, **kw)
     return collections.Counter(
         (r.time, tuple(f"{k}={short(v)}" for k, v in sorted(r.bindings.items()))) for r in results)
 
@@ -181,10 +316,10 @@ def test_flink_kleene_strict_iterations():
 
 def test_kleene_iterations_keep_their_own_bindings():
     text = query("C ; A+ ; B", CAB, "SELECT (GROUP_CONCAT(?x) AS ?all)", "WITHIN 60 SECONDS")
-    matches = reference_matches(compile_query(text), kinds("c@1", "a1@2", "a2@3", "b@4"))
-    assert sorted(len(m.iterations[0][1]) for m in matches) == [1, 2]
-    two = [m for m in matches if len(m.iterations[0][1]) == 2][0]
-    assert [short(it["x"]) for it in two.iterations[0][1]] == ["a1", "a2"]
+    matches = reference_matches(text, kinds("c@1", "a1@2", "a2@3", "b@4"))
+    assert sorted(len(m.kleene[0].solutions) for m in matches) == [1, 2]
+    two = [m for m in matches if len(m.kleene[0].solutions) == 2][0]
+    assert [short(it["x"]) for it in two.kleene[0].solutions] == ["a1", "a2"]
     assert short(two.mu["x"]) == "a2"          # a Kleene variable shows its last iteration
 
 
@@ -393,7 +528,7 @@ def test_distinct_keeps_the_first_in_time_and_construct():
     text = query("A : B", gpms, "SELECT DISTINCT ?a", "WITHIN 10 SECONDS")
     assert rows(text, kinds("a1@1", "b1@2", "b2@3")) == C((2, ("a=a1",)))
     construct = query("A : B", gpms, "CONSTRUCT { ?a :then ?b . _:m :has ?a }", "WITHIN 10 SECONDS")
-    results = reference_evaluate(compile_query(construct), kinds("a1@1", "b1@2", "b2@3"))
+    results = reference_evaluate(construct, kinds("a1@1", "b1@2", "b2@3"))
     assert sorted(r.time for r in results) == [2, 3]
     assert all(len(r.triples) == 2 for r in results)
     assert len({str(t.subject) for r in results for t in r.triples if t.predicate.value.endswith("has")}) == 2

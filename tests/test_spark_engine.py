@@ -27,16 +27,16 @@ from hypothesis import strategies as st
 
 from spaseq_plugin import Engine, compile_query
 from spaseq_plugin.cli.commands import main
-from spaseq_plugin.events import PROV_GENERATED_AT, Event
+from spaseq_plugin.events import PROV_GENERATED_AT, Event, time_literal
 from spaseq_plugin.reference import reference_evaluate
 from spaseq_plugin.streams.files import read_stream_file
 from spaseq_plugin.spark.engine import SparkRun, archived_sources, key_piece, plan_cut
 
 from shared_paths import ACCEPTANCE, CASES
-from test_differential import STREAMS, compiled_scenario, result_key, scenarios, to_events
+from helpers import STREAM_IRIS as STREAMS, examples, result_key, scenarios
 
 CASE_DIRS = sorted(p for p in CASES.iterdir() if (p / "case.json").exists()) if CASES.is_dir() else []
-SPARK_EXAMPLES = int(os.environ.get("SPASEQ_SPARK_EXAMPLES", "40"))
+SPARK_EXAMPLES = int(os.environ.get("SPASEQ_SPARK_EXAMPLES", examples(0.25)))
 
 
 @pytest.fixture(autouse=True)
@@ -50,8 +50,7 @@ def write_stream_files(events: list[Event], folder: str) -> dict[str, str]:
     by_stream: dict[str, list[ox.Quad]] = {}
     for event in events:
         quads = by_stream.setdefault(event.stream, [])
-        quads.append(ox.Quad(event.name, PROV_GENERATED_AT, ox.Literal(str(event.time), datatype=ox.NamedNode(
-            "http://www.w3.org/2001/XMLSchema#integer"))))
+        quads.append(ox.Quad(event.name, PROV_GENERATED_AT, time_literal(event.time, event.is_datetime)))
         quads += [ox.Quad(t.subject, t.predicate, t.object, event.name) for t in event.triples]
     paths = {}
     for n, (stream, quads) in enumerate(sorted(by_stream.items())):
@@ -74,13 +73,14 @@ def spark_results(compiled, query: str, events: list[Event], *, start=None, piec
 @settings(max_examples=SPARK_EXAMPLES)
 @given(scenarios(), st.sampled_from([2, 3, 5]))
 def test_spark_equals_streaming_engine(scenario, pieces):
-    compiled = compiled_scenario(scenario)
-    events = [e for e in to_events(scenario.events) if e.stream in compiled.streams]
-    expected = collections.Counter(result_key(r) for r in Engine(compiled, start=scenario.start).run(events))
+    compiled = compile_query(scenario.query)
+    events = [e for e in scenario.to_events() if e.stream in compiled.streams]
+    start = scenario.start_time
+    expected = collections.Counter(result_key(r) for r in Engine(compiled, start=start).run(events))
     assert expected == collections.Counter(
-        result_key(r) for r in reference_evaluate(compiled, events, start=scenario.start))
+        result_key(r) for r in reference_evaluate(scenario.query, events, start=start))
     got = collections.Counter(result_key(r) for r in
-                              spark_results(compiled, scenario.query, events, start=scenario.start, pieces=pieces))
+                              spark_results(compiled, scenario.query, events, start=start, pieces=pieces))
     assert got == expected, (f"spark differs\n  missing: {sorted((expected - got).elements())}"
                              f"\n  extra: {sorted((got - expected).elements())}")
 
