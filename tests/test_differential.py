@@ -271,3 +271,24 @@ def test_trailing_negation_deadline_with_decimal_timestamps():
     want, got = _both(query, events)
     assert sum(want.values()) == 0
     assert got == want
+
+
+def _rows(results) -> collections.Counter:
+    return collections.Counter((r.time, tuple(sorted((k, v.value.replace(EX, "")) for k, v in r.bindings.items())))
+                               for r in results)
+
+
+def test_kleene_variable_bound_before_only_when_an_optional_is_taken():
+    # SEQ (A? ; A+ ; B): when A? is skipped, ?x is first bound inside A+, so COUNT(?x)
+    # counts its iterations (semantics.md section 4; A?'s variables are unbound in that
+    # branch, section 6).  The engine once decided "local" from the query alone
+    # (A? can bind ?x) and counted 1.
+    query = ("PREFIX : <http://example/>\nSELECT ?x (COUNT(?x) AS ?n) WITHIN 10 SECONDS\n"
+             f"FROM STREAM S1 <{STREAMS[0]}>\nWHERE {{ SEQ (A? ; A+ ; B)\n"
+             '  DEFINE GPM A ON S1 { ?x :kind "a" . }\n'
+             '  DEFINE GPM B ON S1 { ?b :kind "b" . } }')
+    events = [_kind_event(1, "a1", "a"), _kind_event(2, "a2", "a"), _kind_event(3, "b1", "b")]
+    want = collections.Counter({(3, (("n", "1"), ("x", "a1"))): 1, (3, (("n", "2"), ("x", "a2"))): 1,
+                                (3, (("n", "1"), ("x", "a2"))): 1})
+    assert _rows(Engine(query).run(events)) == want
+    assert _rows(reference_evaluate(query, events)) == want

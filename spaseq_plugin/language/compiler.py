@@ -35,7 +35,6 @@ class CompiledQuery:
     automaton: Automaton
     positive: list[GpmPattern]           # GPMs of positive atoms, in SEQ order, distinct
     placement: list[GpmPattern]          # PARTITION BY: what places events (gpm.placement_pattern)
-    kleene_local: dict[int, frozenset[str]]   # SEQ index of a Kleene atom -> its local variables
     projection: list[str | Aggregate]    # what SELECT shows (``*`` expanded); [] for CONSTRUCT
     stream_iris: dict[str, str]          # alias -> IRI
     template: list[tuple] | None = None  # CONSTRUCT: triples of pyoxigraph terms, rdflib Variables and BNodes
@@ -106,14 +105,13 @@ def compile_parsed(query: Query, limits: QueryLimits | None = None) -> CompiledQ
     positive = _positive_gpms(seq.atoms, gpms)
     _check_partition(query, positive)
     automaton = _build_automaton(query, gpms)
-    kleene_local = _kleene_locals(seq.atoms, gpms)
     projection = _projection(query, gpms, warnings)
     if query.window is None:
         warnings.append("no WITHIN window: runs live until the input ends")
     warnings.extend(_state_growth_warnings(query, automaton))
     template = _construct_template(query) if query.construct is not None else None
     placement = [placement_pattern(g) for g in positive] if query.partition_by else []
-    return CompiledQuery(query, gpms, automaton, positive, placement, kleene_local, projection,
+    return CompiledQuery(query, gpms, automaton, positive, placement, projection,
                          {a: s.iri for a, s in query.streams.items()}, template, warnings)
 
 
@@ -291,21 +289,6 @@ def _label(atom) -> str:
         return atom.name + atom.suffix
     sep = " & " if isinstance(atom, Conjunction) else " | "
     return "(" + sep.join(atom.names) + ")"
-
-
-def _kleene_locals(atoms, gpms) -> dict[int, frozenset[str]]:
-    """Variables first bound inside each Kleene atom (semantics.md section 4)."""
-    bound: set[str] = set()
-    local: dict[int, frozenset[str]] = {}
-    for j, atom in enumerate(atoms):
-        if isinstance(atom, GpmRef) and atom.suffix == NEGATION:
-            continue
-        names = [n for n, _ in _atom_names(atom)]
-        binds = set().union(*(gpms[n].bindable for n in names))
-        if isinstance(atom, GpmRef) and atom.suffix == KLEENE:
-            local[j] = frozenset(binds - bound)
-        bound |= binds
-    return local
 
 
 def _construct_template(query: Query) -> list[tuple]:

@@ -50,8 +50,6 @@ class Projector:
         self.template = compiled.template
         self._count = itertools.count(1)
         self._agg_store = ox.Store()
-        # Kleene-local variable -> the Kleene atom it belongs to
-        self._local_of = {v: atom for atom, local in compiled.kleene_local.items() for v in local}
 
     def project(self, match: Match) -> Result | None:
         """The result of a match, or ``None`` when DISTINCT has seen it."""
@@ -79,11 +77,12 @@ class Projector:
     def _values(self, var: str | None, match: Match) -> list[Term]:
         if var is None:                       # COUNT(*): one row per event of the match
             return [ox.Literal(str(i)) for i in range(len(match.events))]
-        atom = self._local_of.get(var)
-        if atom is not None:
-            for index, iterations in match.iterations:
-                if index == atom:
-                    return [it[var] for it in iterations if var in it]
+        # a variable first bound inside a Kleene atom in this match (the iterations keep
+        # only those): over its iterations; it may be bound before the atom in another
+        # match of the same query (an optional atom taken or skipped)
+        for _, iterations in match.iterations:
+            if any(var in it for it in iterations):
+                return [it[var] for it in iterations if var in it]
         value = match.mu.get(var)
         return [] if value is None else [value]
 
