@@ -292,3 +292,24 @@ def test_kleene_variable_bound_before_only_when_an_optional_is_taken():
                                 (3, (("n", "1"), ("x", "a2"))): 1})
     assert _rows(Engine(query).run(events)) == want
     assert _rows(reference_evaluate(query, events)) == want
+
+
+def _kind_loc_event(time, name: str, kind: str, *locs: str) -> Event:
+    s = ox.NamedNode(EX + name)
+    triples = [ox.Triple(s, KIND, ox.Literal(kind))]
+    triples += [ox.Triple(s, ox.NamedNode(EX + "loc"), ox.NamedNode(EX + loc)) for loc in locs]
+    return Event(STREAMS[0], time, tuple(triples))
+
+
+def test_partition_key_local_to_kleene_iterations():
+    # SEQ (A+) PARTITION BY (?l): ?l is bound inside each iteration.  e2 is in the
+    # sub-streams of L1 and L2; the run of L1 (e1, e2) may only take e2 as an L1 event.
+    # The engine once let the second iteration of L1's run bind ?l to L2.
+    query = ("PREFIX : <http://example/>\nSELECT ?l (COUNT(?e) AS ?n) WITHIN 5 SECONDS PARTITION BY (?l)\n"
+             f"FROM STREAM S1 <{STREAMS[0]}>\nWHERE {{ SEQ (A+)\n"
+             "  DEFINE GPM A ON S1 { ?e :loc ?l . } }")
+    events = [_kind_loc_event(1, "e1", "a", "L1"), _kind_loc_event(2, "e2", "a", "L1", "L2")]
+    want = collections.Counter({(1, (("l", "L1"), ("n", "1"))): 1, (2, (("l", "L1"), ("n", "2"))): 1,
+                                (2, (("l", "L1"), ("n", "1"))): 1, (2, (("l", "L2"), ("n", "1"))): 1})
+    assert _rows(Engine(query).run(events)) == want
+    assert _rows(reference_evaluate(query, events)) == want

@@ -552,9 +552,9 @@ class Runtime:
             local = {k: v for k, v in mu.items() if k not in base_mu}
             iterations = _append_iteration(iterations, target.kleene_atom, local)
         partition = part.key
-        if is_root and self._partition_by:
-            partition = tuple([mu.get(v) for v in self._partition_by])
-            if partition != part.key:
+        if self._partition_by and (is_root or edge.loop):
+            # a Kleene iteration binds its own values too (the key may be local to it)
+            if tuple([mu.get(v) for v in self._partition_by]) != part.key:
                 return      # this solution belongs to another partition's run
         new = Run(target, mu, base_mu, run.events + used, run.first if not is_root else time,
                   time, iterations, partition)
