@@ -94,7 +94,7 @@ class Projector:
             arg += f' ; SEPARATOR="{_escape(agg.separator)}"'
         text = f"SELECT ({agg.function}({arg}) AS ?r) WHERE {{ VALUES (?v) {{ {rows} }} }}"
         for solution in self._agg_store.query(text):
-            return solution["r"]
+            return _from_sparql(solution["r"])
         return None
 
     def _construct(self, mu: dict[str, Term], number: int) -> list[ox.Triple]:
@@ -157,10 +157,20 @@ class ConstructedEvents:
         return merge_constructed(results)
 
 
+_BNODE = "urn:spaseq:bnode:"     # VALUES cannot hold a blank node: it goes in as this IRI ...
+
+
 def _sparql_term(term: Term) -> str:
     if isinstance(term, ox.BlankNode):
-        return f"<urn:spaseq:bnode:{term.value}>"
+        return f"<{_BNODE}{term.value}>"
     return str(term)
+
+
+def _from_sparql(term: Term | None) -> Term | None:
+    """... and comes back out of MIN, MAX or SAMPLE as the blank node."""
+    if isinstance(term, ox.NamedNode) and term.value.startswith(_BNODE):
+        return ox.BlankNode(term.value[len(_BNODE):])
+    return term
 
 
 _STRING_ESCAPES = str.maketrans({"\\": "\\\\", '"': '\\"', "\n": "\\n", "\r": "\\r"})
