@@ -15,8 +15,9 @@ docs/semantics.md (OP), read literally:
   (§2, §5, OP 1): a plain atom, once per event at τ on one of its GPM's
   streams and per solution of the GPM on it under μ; a disjunction, the set
   union of its operands' (solution, event) pairs; a conjunction, every
-  choice of one event at τ and one solution per operand, each operand
-  evaluated under μ and the earlier operands' solutions (OP 2).
+  choice of one event at τ and one solution per operand, all compatible
+  (§5), each operand evaluated under μ and the bindings its FILTERs read
+  from the operands before it (OP 2).
 * After the previous atom at τ_p, the next one is found (§3): ``,`` at the
   first timestamp of T after τ_p only; ``;`` at the first τ > τ_p where it
   matches, in every way it matches there; ``:`` at every τ > τ_p.  The first
@@ -174,9 +175,12 @@ class _Search:
         if kind == "&":
             partial = [({}, [])]
             for gpm in step.gpms:
+                reads = gpm.reads - gpm.bindable
                 partial = [({**solution, **s}, used + [e] if e not in used else used)
                            for solution, used in partial for e in events
-                           for s in self.m.solutions(gpm, e, {**mu, **solution})]
+                           for s in self.m.solutions(gpm, e, {**mu, **{v: t for v, t in solution.items()
+                                                                       if v in reads}})
+                           if all(solution.get(v, t) == t for v, t in s.items())]
             return [(s, used) for s, used in partial if self.key_ok(s)]
         out = []
         for gpm in step.gpms:

@@ -570,16 +570,23 @@ class Runtime:
         """The ways ``edge``'s atom matches the batch under ``mu``: (solution, events used)."""
         atom = edge.atom
         if atom.kind == CONJUNCTION:
+            # The operands' solutions are joined.  Each operand is evaluated under μ and
+            # only the bindings its FILTERs read from the operands before it (semantics.md
+            # open point 2), so that the result does not depend on which independent
+            # operand the compiler put first (an OPTIONAL sees injected bindings).
             partial = [({}, ())]
             for gpm in atom.gpms:
                 grown = []
+                reads = gpm.filter_vars.keys() - gpm.bindable
                 for solution, used in partial:
-                    merged = dict(mu)
-                    merged.update(solution)
+                    injected = {v: t for v, t in solution.items() if v in reads}
+                    merged = {**mu, **injected} if injected else mu
                     for event in events:
                         if event.stream not in gpm.streams:
                             continue
-                        for s in self._evaluate(gpm, event, merged, standalone and not solution):
+                        for s in self._evaluate(gpm, event, merged, standalone and not injected):
+                            if any(solution.get(v, t) != t for v, t in s.items()):
+                                continue
                             combined = dict(solution)
                             combined.update(s)
                             grown.append((combined, used if event in used else used + (event,)))
