@@ -148,7 +148,7 @@ class G:
     kind: str | None           # a literal; None: ?k_i; "?k": shared; "a|b": a UNION of two kinds
     subject: str               # "own" (?e_i) or "shared" (?x)
     loc: str | None            # "shared" (?l), "own" (?l_i), "const" (:L1), None
-    val: str | None            # "own" (?v_i), "shared" (?v), "opt" (OPTIONAL ?v_i), None
+    val: str | None            # "own" (?v_i), "shared" (?v), "opt" (OPTIONAL ?v_i), "optshared" (OPTIONAL ?v)
     filt: tuple | None = None  # ("cmp", op, other var, mine first, extra) or ("ge", n)
 
     @property
@@ -165,7 +165,7 @@ class G:
 
     @property
     def v(self) -> str | None:
-        return {"own": f"?v{self.i}", "opt": f"?v{self.i}", "shared": "?v"}.get(self.val)
+        return {"own": f"?v{self.i}", "opt": f"?v{self.i}", "shared": "?v", "optshared": "?v"}.get(self.val)
 
     def variables(self) -> list[str]:
         kind = [] if self.kind and not self.kind.startswith("?") and "|" not in self.kind else \
@@ -184,7 +184,7 @@ class G:
             parts.append(f"{s} :loc {self.l} .")
         elif self.loc == "const":
             parts.append(f"{s} :loc :L1 .")
-        if self.val == "opt":
+        if self.val in ("opt", "optshared"):
             parts.append(f"OPTIONAL {{ {s} :val {self.v} }}")
         elif self.val:
             parts.append(f"{s} :val {self.v} .")
@@ -282,7 +282,7 @@ def _witness(draw, g: G, state: dict, stream: int, time: int, subjects: dict) ->
         loc = state.get(g.l) or draw(st.sampled_from(LOCS[:2]))
         state[g.l] = loc
     val = None
-    if g.v and (g.val != "opt" or draw(st.booleans()) or g.v in state):
+    if g.v and (g.val not in ("opt", "optshared") or draw(st.booleans()) or g.v in state):
         val = state.get(g.v)
         if val is None:
             low = high = least = None
@@ -327,7 +327,7 @@ def scenarios(draw, force: str | None = None, max_noise: int = 6):
         kind = draw(st.sampled_from(["a", "b", "c", None, "?k", "a|b", "d", "e"]))
         subject = "shared" if shared_subjects and draw(st.booleans()) else "own"
         loc = "shared" if partition else draw(st.sampled_from(["shared", "shared", "own", "const", None]))
-        val = draw(st.sampled_from([None, "own", "shared", "opt", "own"]))
+        val = draw(st.sampled_from([None, "own", "shared", "opt", "own", "optshared"]))
         g = G(i, streams, kind, subject, loc, val)
         if val and draw(st.integers(0, 2)) == 2:
             others = [o.v for o in gpms if o.v and o.v != g.v]
