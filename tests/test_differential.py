@@ -128,7 +128,7 @@ def _break(query: str, rule: str) -> tuple[str, str]:
     lines = query.split("\n")
     seq_at = next(i for i, line in enumerate(lines) if line.strip().startswith("SEQ"))
     first_define = seq_at + 1
-    extra = '  DEFINE GPM Z ON S1 { ?z :kind "a" }'
+    extra = '  DEFINE GPM Z ON S1 { ?z :kind "a" ; :loc ?l }'      # (binds a PARTITION BY ?l too)
     if rule == "undeclared GPM":
         lines[seq_at] = lines[seq_at].replace("SEQ (", "SEQ (Z ; ", 1)
         return "\n".join(lines), "Z"
