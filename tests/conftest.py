@@ -1,14 +1,13 @@
 """Hypothesis profiles, chosen by the environment variable SPASEQ_HYPOTHESIS_PROFILE;
 the ``slow`` marker; the shared Spark session.
 
-``ci`` (default)  150 examples per differential property: the default test run;
-``thorough``      2,000;
-``long``          10,000: with ``tests/test_differential.py`` and
-                  ``tests/test_spectra.py`` that is 100,000 examples in all
-                  (docs/architecture.md, "Testing").
+``ci`` (default)  ``max_examples`` 300: the default test run;
+``thorough``      5,000;
+``long``          20,000: ``tests/test_differential.py`` and ``tests/test_spectra.py``
+                  then run 100,000 examples in all (docs/architecture.md, "Testing").
 
-Every property test takes its number of examples from the profile
-(``helpers.examples``), as a multiple of ``max_examples``."""
+Every property test takes its number of examples from the profile, as a
+multiple of ``max_examples`` (``helpers.examples``)."""
 
 import os
 
@@ -17,9 +16,9 @@ from hypothesis import HealthCheck, settings
 _COMMON = dict(deadline=None, print_blob=True,
                suppress_health_check=[HealthCheck.too_slow, HealthCheck.filter_too_much,
                                       HealthCheck.data_too_large, HealthCheck.large_base_example])
-settings.register_profile("ci", max_examples=150, **_COMMON)
-settings.register_profile("thorough", max_examples=2000, **_COMMON)
-settings.register_profile("long", max_examples=10000, **_COMMON)
+settings.register_profile("ci", max_examples=300, **_COMMON)
+settings.register_profile("thorough", max_examples=5000, **_COMMON)
+settings.register_profile("long", max_examples=20000, **_COMMON)
 settings.load_profile(os.environ.get("SPASEQ_HYPOTHESIS_PROFILE", "ci"))
 
 

@@ -72,7 +72,7 @@ def compare(scenario: Scenario, label: str) -> None:
         f"\n  extra in the engine: {sorted(extra.elements())}")
 
 
-def check_property(label: str, strategy, weight: float = 1.0) -> None:
+def check_property(label: str, strategy, weight: float) -> None:
     """Run ``compare`` on ``strategy``'s examples; then the non-empty floor."""
     before = STATS[label].copy()
 
@@ -111,9 +111,9 @@ def _report_counts(pytestconfig):
             f.write(json.dumps({"module": "differential", "counts": counts}) + "\n")
 
 
-PROPERTIES = [("general", None, 1), ("kleene", "kleene", 1), ("negation", "negation", 1),
-              ("partition", "partition", 1), ("tumbling", "tumbling", 1), ("conjunction", "conjunction", 1),
-              ("indexed runs", "indexed", 1), ("projection", "projection", 0.5)]
+PROPERTIES = [("general", None, 0.5), ("kleene", "kleene", 0.5), ("negation", "negation", 0.5),
+              ("partition", "partition", 0.5), ("tumbling", "tumbling", 0.5), ("conjunction", "conjunction", 0.5),
+              ("indexed runs", "indexed", 0.5), ("projection", "projection", 0.25)]
 
 
 @pytest.mark.parametrize("label, force, weight", PROPERTIES, ids=[p[0] for p in PROPERTIES])
@@ -167,7 +167,7 @@ RULES = ["undeclared GPM", "unused GPM", "undeclared stream", "unbindable FILTER
          "skeleton syntax"]
 
 
-@settings(max_examples=examples(0.5))
+@settings(max_examples=examples(0.25))
 @given(scenarios(), st.sampled_from(RULES))
 def test_invalid_queries_are_refused_by_both(scenario, rule):
     compile_query(scenario.query)

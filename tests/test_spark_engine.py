@@ -36,7 +36,7 @@ from shared_paths import ACCEPTANCE, CASES
 from helpers import STREAM_IRIS as STREAMS, examples, result_key, scenarios
 
 CASE_DIRS = sorted(p for p in CASES.iterdir() if (p / "case.json").exists()) if CASES.is_dir() else []
-SPARK_EXAMPLES = int(os.environ.get("SPASEQ_SPARK_EXAMPLES", examples(0.25)))
+SPARK_EXAMPLES = int(os.environ.get("SPASEQ_SPARK_EXAMPLES", examples(0.125)))
 
 
 @pytest.fixture(autouse=True)

@@ -168,7 +168,7 @@ def as_iri(term):
 def test_fast_path_agrees_with_oxigraph():
     before = STATS.copy()
 
-    @settings(max_examples=examples(2))
+    @settings(max_examples=examples(1))
     @given(cases())
     def agree(case):
         body, triples, mappings = case
@@ -194,7 +194,7 @@ def test_fast_path_agrees_with_oxigraph():
 
     agree()
     ran = STATS["examples"] - before["examples"]
-    assert ran >= min(examples(2), 20)
+    assert ran >= min(examples(1), 20)
     assert STATS["non-empty"] - before["non-empty"] >= ran / 2, "most examples must have solutions"
     assert STATS["fast"] - before["fast"] >= 0.8 * ran, "the fast path must answer most examples"
     assert STATS["blank mappings"] - before["blank mappings"] >= 0.1 * ran
