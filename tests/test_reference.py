@@ -211,6 +211,17 @@ def test_both_layouts_keywords_and_a_trailing_separator():
     assert [a.suffix for a in implementation.query.atoms] == ["", "+"]
 
 
+def test_filter_text_is_read_around_strings_iris_and_comments():
+    from spaseq_plugin.reference.text import conjuncts, filters, read_variables, variables
+    assert conjuncts('("a" = ?x && (?y > 2 && regex(?z, "&&")))') == ['"a" = ?x', "?y > 2", 'regex(?z, "&&")']
+    body = ('?s <http://e/p#x> "?no" # ?comment\n FILTER(?s != <http://e/q>) '
+            'OPTIONAL { ?s :q ?o FILTER(?o > ?p1) } FILTER NOT EXISTS { ?s :r ?inner }')
+    assert variables(body) == {"s", "o", "p1", "inner"}
+    assert [f.constraint for f in filters(body, top_level=True)] == ["(?s != <http://e/q>)",
+                                                                      "NOT EXISTS { ?s :r ?inner }"]
+    assert {v for f in filters(body, top_level=False) for v in read_variables(f.constraint)} == {"s", "o", "p1"}
+
+
 def test_placement_leaves_out_only_the_conjuncts_a_gpm_cannot_judge():
     analysed = compile_reference(PREFIX + "SELECT * WITHIN 5 SECONDS PARTITION BY (?c) "
                                  f"FROM STREAM S1 <{S1}> WHERE {{ SEQ (A , B) "

@@ -121,8 +121,8 @@ def conjuncts(expression: str) -> list[str]:
     text = expression.strip()
     plain = blanked(text)
     while plain.startswith("(") and _closing(plain, 0) == len(plain):
-        text, plain = text[1:-1].strip(), blanked(text[1:-1]).strip()
-        text = text.strip()
+        text = text[1:-1].strip()
+        plain = blanked(text)
     parts, depth, start = [], 0, 0
     i = 0
     while i < len(plain):
