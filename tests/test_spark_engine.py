@@ -150,6 +150,14 @@ def test_cut_by_time_places_overlap_and_ownership():
     assert cut.targets(record, set) == [2]
 
 
+def test_tumbling_cut_with_decimal_times():
+    from decimal import Decimal
+    compiled = compile_query(query("A ; B", within="WITHIN 500 MILLISECONDS TUMBLING"))
+    times = [Decimal(k) / 4 for k in range(1, 41)]                # 0.25 .. 10
+    cut = plan_cut(compiled, times, times[0], times[-1], 4, None)
+    assert cut.mode == "time" and cut.bounds == (Decimal("2.75"), Decimal("5.25"), Decimal("7.75"))
+
+
 PARTITIONED = """PREFIX : <http://example/>
 SELECT ?l ?a ?b
 PARTITION BY (?l)

@@ -173,7 +173,7 @@ def plan_cut(compiled: CompiledQuery, times: list[Time], first: Time, last: Time
         return Cut("single", 1, why="the query has neither a window nor PARTITION BY")
     if nfa.tumbling:
         t0 = start if start is not None else first
-        windows = (last - t0) // window + 1
+        windows = int((last - t0) // window) + 1          # a count, also for decimal times
         per_piece = max(1, -(-windows // pieces))
         bounds = tuple(t0 + k * per_piece * window for k in range(1, -(-windows // per_piece)))
         return Cut("time", len(bounds) + 1, bounds)
