@@ -51,7 +51,12 @@ from helpers import STREAM_IRIS, Scenario, event, examples, result_key, scenario
 EX = "http://example/"
 STREAMS = STREAM_IRIS
 KIND = ox.NamedNode(EX + "kind")
-NON_EMPTY_FLOOR = 0.5
+# The generators are shaped for well over half of the examples with results (the
+# conjunction property, the lowest, gave 58-83 % over 24 seeds of 150 examples, once
+# 41 %: hypothesis's examples are not independent draws); the floor sits below that
+# spread, so a random run does not fail it while a generator change that makes
+# results rare does.
+NON_EMPTY_FLOOR = 0.4
 STATS: dict[str, collections.Counter] = collections.defaultdict(collections.Counter)
 
 
