@@ -304,6 +304,20 @@ def test_skip_till_any_kleene_ends_by_itself_under_2gb(exponential):
     assert "active runs" in message and "Traceback" not in p.stderr
 
 
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("prlimit") is None, reason="needs prlimit (util-linux)")
+def test_running_out_of_memory_is_a_limit_not_a_traceback(exponential):
+    """With the state limits lifted, the process runs out of its 700 MB address
+    space: it gives back its reserve and the runs, closes the output and exits 3."""
+    p = subprocess.run(["prlimit", "--as=700000000"] + SPASEQ + ["run", "q.rq", "--stream", "S=s.trig",
+                       "--max-runs", "none", "--max-state-memory", "none", "-o", "out.jsonl"],
+                       capture_output=True, text=True, cwd=exponential, timeout=120)
+    assert p.returncode == 3, (p.returncode, p.stderr[-2000:])
+    assert p.stderr.strip().splitlines()[-1].startswith("spaseq: limit reached: out of memory: lower --max-state-memory")
+    assert "Traceback" not in p.stderr and " 0 results; peak " in p.stderr       # the summary was printed
+    assert (exponential / "out.jsonl").read_text() == ""
+
+
 @pytest.mark.parametrize("policy", ["drop-newest", "drop-oldest"])
 def test_drop_policies_go_on_and_count_what_they_dropped(tmp_path, policy):
     (tmp_path / "q.rq").write_text(EXPONENTIAL)

@@ -62,6 +62,11 @@ log = logging.getLogger(__name__)
 # bad events must not flood the terminal; -v prints all, --dead-letter keeps all).
 REJECTIONS_PRINTED = 100
 
+# Memory a run keeps aside to close its outputs and report, should it run out.
+MEMORY_RESERVE = 16 << 20
+OUT_OF_MEMORY = ("out of memory: lower --max-state-memory or --max-runs (docs/limits.md), "
+                 "or give the process more memory")
+
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
 #: seconds between two progress lines when standard error is not a terminal
 PROGRESS_INTERVAL = 5.0
@@ -89,6 +94,9 @@ def main(argv: list[str] | None = None) -> int:
         query = getattr(args, "query", None)
         where = f"query {query}: " if isinstance(e, StateLimitError) and isinstance(query, str) else ""
         _error(f"limit reached: {where}{e}")
+        return EXIT_LIMIT
+    except MemoryError:
+        _error(f"limit reached: {OUT_OF_MEMORY}")
         return EXIT_LIMIT
     except KeyboardInterrupt:
         _error("interrupted")
@@ -708,6 +716,7 @@ def _run(args) -> int:
         started = time.perf_counter()
         interrupted = False
         stopped: LimitError | None = None
+        reserve = bytearray(MEMORY_RESERVE)     # given back on running out of memory (below)
         try:
             results = (engine.run(_flushing(progress.counting(items), writers, out if live else None))
                        if args.engine == "stream" else engine.results())
@@ -718,6 +727,13 @@ def _run(args) -> int:
             interrupted = True
         except LimitError as e:
             stopped = e             # the results before it are written out whole, and summarised
+        except MemoryError:
+            # The run's state is lost; give back the reserve and the state, so that
+            # the outputs can still be closed whole and the stop reported.
+            del reserve
+            if args.engine == "stream":
+                engine.runtime = None
+            stopped = LimitError(OUT_OF_MEMORY)
         finally:
             progress.done()
         for writer in writers:
