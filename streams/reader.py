@@ -502,7 +502,6 @@ def _block_lines(text: bytes, runs: list, first_line: int) -> list[int] | None:
     if text.count(b"{") - annotations != len(runs):
         return _scanned_block_lines(text, runs, first_line)
     lines = []
-    lines = []
     line, at = first_line, 0
     find, count = text.find, text.count
     for _ in runs:
