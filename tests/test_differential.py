@@ -328,3 +328,29 @@ def test_conjunction_operands_are_joined_whatever_their_order():
         want = collections.Counter({(2, (("v", "5"), ("x", "a2"), ("y", "b2"))): 1})
         assert _rows(Engine(query).run(events)) == want, seq
         assert _rows(reference_evaluate(query, events)) == want, seq
+
+
+def test_an_aggregate_runs_over_every_kleene_atom_its_variable_is_local_to():
+    # SEQ (A+ , B+ ; C): A binds ?v only in an OPTIONAL. In the match A+ = {p1 (v 1),
+    # p2 (no v)}, B+ = {p3 (v 4)}, C = p4, ?v is local to both Kleene atoms (A's last
+    # iteration left it unbound): SUM(?v) is 1 + 4. The engine once summed A's
+    # iterations only and the reference B's only (found by the long profile).
+    query = ("PREFIX : <http://example/>\nSELECT ?e0 (SUM(?v) AS ?agg)\n"
+             f"WITHIN 4 SECONDS\nFROM STREAM S1 <{STREAMS[0]}>\nWHERE {{ SEQ (A+ , B+ ; C)\n"
+             "  DEFINE GPM A ON S1 { ?e0 :kind \"a\" . OPTIONAL { ?e0 :val ?v } }\n"
+             "  DEFINE GPM B ON S1 { ?e1 :kind \"a\" . ?e1 :val ?v . }\n"
+             "  DEFINE GPM C ON S1 { ?e2 :kind \"a\" . } }")
+    value = ox.NamedNode(EX + "val")
+
+    def ev(t, v=None):
+        node = ox.NamedNode(f"{EX}p{t}")
+        extra = (ox.Triple(node, value, ox.Literal(str(v), datatype=ox.NamedNode(
+            "http://www.w3.org/2001/XMLSchema#integer"))),) if v is not None else ()
+        return Event(STREAMS[0], t, (ox.Triple(node, KIND, ox.Literal("a")),) + extra)
+
+    events = [ev(1, 1), ev(2), ev(3, 4), ev(4)]
+    want, got = _both(query, events)
+    sums = sorted(int(dict(key[2])["agg"].split('"')[1]) for key in want.elements() if key[0] == 4
+                  and dict(key[2])["e0"] == f"<{EX}p2>")
+    assert sums == [4, 5]                       # A+ = {p2}: 4; A+ = {p1, p2}: 1 + 4
+    assert got == want

@@ -17,7 +17,8 @@ Projection (semantics.md section 9 and section 4):
 * ``SELECT ?v``: μ(v) when bound.  ``SELECT *``: every variable some GPM
   can bind.  A Kleene variable shows its last iteration (μ holds it).
 * An aggregate over ``?v``, when ``?v`` is first bound inside a Kleene atom
-  of the match (not bound before it): over the iterations that bind it;
+  of the match (not bound before it): over the iterations that bind it, of
+  every such atom;
   otherwise over μ(v) alone, or nothing.  ``COUNT(*)`` counts the match's
   events (open point 9).  Aggregates are SPARQL's (pyoxigraph computes them).
 * ``DISTINCT``: a result whose projected bindings an earlier result (by
@@ -102,10 +103,10 @@ def _aggregate(agg: Aggregate, match: Match):
     if agg.var is None:
         values = [ox.Literal(str(n)) for n in range(len(match.events))]
     else:
-        values = [match.mu[agg.var]] if agg.var in match.mu else []
-        for kleene in match.kleene:
-            if agg.var not in kleene.before and any(agg.var in s for s in kleene.solutions):
-                values = [s[agg.var] for s in kleene.solutions if agg.var in s]
+        values = [s[agg.var] for kleene in match.kleene if agg.var not in kleene.before
+                  for s in kleene.solutions if agg.var in s]
+        if not values and agg.var in match.mu:
+            values = [match.mu[agg.var]]
     return sparql.aggregate(agg.function, values, agg.distinct, agg.separator)
 
 

@@ -78,11 +78,12 @@ class Projector:
         if var is None:                       # COUNT(*): one row per event of the match
             return [ox.Literal(str(i)) for i in range(len(match.events))]
         # a variable first bound inside a Kleene atom in this match (the iterations keep
-        # only those): over its iterations; it may be bound before the atom in another
-        # match of the same query (an optional atom taken or skipped)
-        for _, iterations in match.iterations:
-            if any(var in it for it in iterations):
-                return [it[var] for it in iterations if var in it]
+        # only those): over its iterations, of every Kleene atom it is local to in this
+        # match; it may be bound before the atom in another match of the same query (an
+        # optional atom taken or skipped)
+        values = [it[var] for _, iterations in match.iterations for it in iterations if var in it]
+        if values:
+            return values
         value = match.mu.get(var)
         return [] if value is None else [value]
 
