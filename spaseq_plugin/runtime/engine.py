@@ -49,7 +49,8 @@ from ..evaluators.spectra import SpectraEvaluator
 from ..kb import KnowledgeBase
 from ..plugins import call_started, call_stopped
 from ..stores import knowledge_base
-from .results import Projector, Result
+from .checkpoint import SnapshotReader, SnapshotWriter, decode_time, encode_time
+from .results import Projector, Result, result_id
 from .nfa_runtime import Match, Runtime, StateLimits
 
 log = logging.getLogger(__name__)
@@ -135,6 +136,8 @@ class Engine:
         self._streams = tuple(self.compiled.streams)
         self._idle_closed: Time | None = None  # the latest timestamp closed by idle()
         self._hold = False                      # hold back the results of self._time (_flush_batch)
+        #: with checkpoints, the query's hash: each result then gets its ``id`` (``result_id``)
+        self.result_ids: str | None = None
 
     @property
     def current_time(self) -> Time | None:
@@ -235,6 +238,67 @@ class Engine:
                 self.reject(item)
         yield from self.close()
 
+    # -- checkpoints -------------------------------------------------------
+
+    @property
+    def can_snapshot(self) -> bool:
+        """Whether every result so far has been returned (none is held back): a
+        snapshot is taken only then, so that a restored engine owes no result."""
+        return not self._out
+
+    def snapshot(self) -> dict:
+        """Everything the engine holds, as plain JSON-ready data (the format is
+        described in ``runtime/checkpoint.py``): the runtime's state, the events
+        of the timestamp being read, each stream's last time, DISTINCT's memory
+        and the statistics.  Take it between two pushes, once the results
+        returned so far are delivered (:attr:`can_snapshot`); :meth:`restore`
+        it into an engine of the same query."""
+        if not self.can_snapshot:
+            raise RuntimeError("results are held back: snapshot after the next push")
+        out = SnapshotWriter()
+        s = self.stats
+        stats = {name: getattr(s, name) for name in ("events", "triples", "rejected", "matches", "results",
+                                                     "peak_runs", "live_keys", "peak_keys", "dropped_runs",
+                                                     "ignored")}
+        stats["rejected_by_reason"] = dict(s.rejected_by_reason)
+        stats["rejections"] = [[e.message, e.position, e.reason, e.graph] for e in s.rejections]
+        state = {
+            "runtime": self.runtime.snapshot(out),
+            "projector": self.projector.snapshot(out),
+            "batch": [out.event(e) for e in self._batch],
+            "time": None if self._time is None else encode_time(self._time),
+            "last_per_stream": {k: encode_time(v) for k, v in self._last_per_stream.items()},
+            "kind": self._kind, "ignored_streams": sorted(self._ignored_streams),
+            "idle_closed": None if self._idle_closed is None else encode_time(self._idle_closed),
+            "hold": self._hold, "stats": stats}
+        return {"engine": state, "tables": out.tables()}
+
+    def restore(self, snapshot: dict) -> None:
+        """Become the engine :meth:`snapshot` saved (a new engine of the same query,
+        before any push).  Raises ``ValueError`` on a snapshot that does not fit."""
+        if self.stats.events or self._time is not None:
+            raise RuntimeError("restore into a new engine, before any push")
+        try:
+            inp = SnapshotReader(snapshot["tables"])
+            state = snapshot["engine"]
+            self.runtime.restore(state["runtime"], inp)
+            self.projector.restore(state["projector"], inp)
+            self._batch = [inp.event(e) for e in state["batch"]]
+            self._time = None if state["time"] is None else decode_time(state["time"])
+            self._last_per_stream = {k: decode_time(v) for k, v in state["last_per_stream"].items()}
+            self._kind = state["kind"]
+            self._ignored_streams = set(state["ignored_streams"])
+            self._idle_closed = None if state["idle_closed"] is None else decode_time(state["idle_closed"])
+            self._hold = state["hold"]
+            stats = dict(state["stats"])
+            reasons = stats.pop("rejected_by_reason")
+            rejections = stats.pop("rejections")
+            self.stats = RunStats(**stats, rejected_by_reason=Counter(reasons))
+            self.stats.rejections = [EventError(message, position, reason=reason, graph=graph)
+                                     for message, position, reason, graph in rejections]
+        except (KeyError, IndexError, TypeError, AttributeError) as error:
+            raise ValueError(f"the snapshot does not fit this query ({type(error).__name__}: {error})") from None
+
     # -- internals ---------------------------------------------------------
 
     def _ignore(self, stream: str) -> None:
@@ -295,6 +359,8 @@ class Engine:
         if result is None:
             return
         self.stats.results += 1
+        if self.result_ids is not None:
+            result.id = result_id(self.result_ids, result)
         if self.on_result is not None:
             self.on_result(result)
         self._out.append(result)

@@ -384,6 +384,126 @@ class Runtime:
         """Partitions holding state now (one, or none, without PARTITION BY)."""
         return len(self.partitions)
 
+    # -- checkpoints ---------------------------------------------------------
+
+    def snapshot(self, out) -> dict:
+        """Everything this runtime holds, as plain data (``runtime/checkpoint.py``
+        describes the format): the partitions in their order, with their indexes
+        and heaps as they are (dead runs included, so that a restored runtime
+        visits, expires and emits exactly as this one would), the heaps of the
+        query and the counters.  ``out`` (a ``checkpoint.SnapshotWriter``) turns
+        terms, events and mappings into references to its tables.  Taken between
+        two batches; the per-batch memo and probe keys are not kept."""
+        runs: dict[int, int] = {}
+        run_list: list = []
+        pendings: dict[int, int] = {}
+        pending_list: list = []
+        parts: dict[int, int] = {}
+        part_list: list = []
+        time = out.time
+
+        def run_ref(run: Run) -> int:
+            ref = runs.get(id(run))
+            if ref is None:
+                ref = runs[id(run)] = len(run_list)
+                run_list.append(None)
+                run_list[ref] = [run.state.id, out.mapping(run.mu),
+                                 None if run.base_mu is None else out.mapping(run.base_mu),
+                                 [out.event(e) for e in run.events], time(run.first), time(run.last),
+                                 [[atom, [out.mapping(s) for s in its]] for atom, its in run.iterations],
+                                 [out.term(t) for t in run.partition], run.spent, run.dead]
+            return ref
+
+        def pending_ref(pending: _Pending) -> int:
+            ref = pendings.get(id(pending))
+            if ref is None:
+                ref = pendings[id(pending)] = len(pending_list)
+                pending_list.append([run_ref(pending.run), time(pending.deadline), pending.killed])
+            return ref
+
+        def part_ref(part: _Partition) -> int:
+            ref = parts.get(id(part))
+            if ref is not None:
+                return ref
+            ref = parts[id(part)] = len(part_list)
+            part_list.append(None)
+            waiting = []
+            for edge, w in part.waiting.items():
+                buckets = [[[run_ref(r) for r in b.sorted], [run_ref(r) for r in b.unsorted]]
+                           for b in w.keyed.values()]
+                waiting.append([edge_source[id(edge)], edge.index, buckets, [run_ref(r) for r in w.loose]])
+            part_list[ref] = {
+                "key": [out.term(t) for t in part.key], "waiting": waiting,
+                "strict": [run_ref(r) for r in part.strict],
+                "pending": [[time(d), seq, pending_ref(p)] for d, seq, p in part.pending],
+                "buffer": [out.event(e) for e in part.buffer],
+                "ages": [[time(t), seq, run_ref(r)] for t, seq, r in part.ages],
+                "runs": part.runs, "garbage": part.garbage, "filed": part.filed, "dropped": part.dropped}
+            return ref
+
+        edge_source = {id(edge): state.id for state in self.nfa.states for edge in state.edges}
+        seq = next(self._seq)
+        self._seq = itertools.count(seq)
+        return {
+            "partitions": [part_ref(p) for p in self.partitions.values()],
+            "pending_heap": [[time(d), s, pending_ref(p)] for d, s, p in self.pending_heap],
+            "deadlines": [[time(t), s, part_ref(p)] for t, s, p in self._deadlines],
+            "parts": part_list, "runs": run_list, "pendings": pending_list,
+            "seq": seq, "stale_deadlines": self._stale_deadlines,
+            "window_end": None if self.window_end is None else time(self.window_end),
+            "tumbling_start": None if self.tumbling_start is None else time(self.tumbling_start),
+            "active_runs": self.active_runs, "peak_runs": self.peak_runs, "peak_keys": self.peak_keys,
+            "state_bytes": self.state_bytes, "dropped_runs": self.dropped_runs}
+
+    def restore(self, data: dict, inp) -> None:
+        """Become the runtime :meth:`snapshot` saved (``inp``: a
+        ``checkpoint.SnapshotReader`` over the same tables).  A run's probe keys
+        and sorted numbers are computed again, as registering it did."""
+        time = inp.time
+        states = {state.id: state for state in self.nfa.states}
+        runs = []
+        for state_id, mu, base_mu, events, first, last, iterations, partition, spent, dead in data["runs"]:
+            run = Run(states[state_id], inp.mapping(mu), None if base_mu is None else inp.mapping(base_mu),
+                      tuple(inp.event(e) for e in events), time(first), time(last),
+                      tuple((atom, tuple(inp.mapping(s) for s in its)) for atom, its in iterations),
+                      tuple(inp.term(t) for t in partition), spent, dead)
+            run.keys = self._probe_keys(run)
+            runs.append(run)
+        pendings = [_Pending(runs[run], runs[run].state.final_guards, time(deadline), killed)
+                    for run, deadline, killed in data["pendings"]]
+        parts = []
+        for saved in data["parts"]:
+            part = _Partition(tuple(inp.term(t) for t in saved["key"]))
+            for state_id, index, buckets, loose in saved["waiting"]:
+                edge = states[state_id].edges[index]
+                waiting = part.waiting[edge] = _Waiting(loose=[runs[r] for r in loose])
+                probe = self._probes.get(edge)
+                for sorted_refs, unsorted_refs in buckets:
+                    bucket = _Bucket(sorted=[runs[r] for r in sorted_refs],
+                                     unsorted=[runs[r] for r in unsorted_refs])
+                    if bucket.sorted:
+                        bucket.numbers = [self.evaluator.order_number(
+                            (r.base_mu if edge.loop else r.mu)[probe.against]) for r in bucket.sorted]
+                    some = (bucket.sorted or bucket.unsorted)[0]
+                    waiting.keyed[some.keys[edge.index]] = bucket
+            part.strict = [runs[r] for r in saved["strict"]]
+            part.pending = [(time(d), seq, pendings[p]) for d, seq, p in saved["pending"]]
+            part.buffer = [inp.event(e) for e in saved["buffer"]]
+            part.ages = [(time(t), seq, runs[r]) for t, seq, r in saved["ages"]]
+            part.runs, part.garbage = saved["runs"], saved["garbage"]
+            part.filed, part.dropped = saved["filed"], saved["dropped"]
+            parts.append(part)
+        self.partitions = {parts[p].key: parts[p] for p in data["partitions"]}
+        self.pending_heap = [(time(d), s, pendings[p]) for d, s, p in data["pending_heap"]]
+        self._deadlines = [(time(t), s, parts[p]) for t, s, p in data["deadlines"]]
+        self._seq = itertools.count(data["seq"])
+        self._stale_deadlines = data["stale_deadlines"]
+        self.window_end = None if data["window_end"] is None else time(data["window_end"])
+        self.tumbling_start = None if data["tumbling_start"] is None else time(data["tumbling_start"])
+        self.active_runs, self.peak_runs = data["active_runs"], data["peak_runs"]
+        self.peak_keys, self.state_bytes = data["peak_keys"], data["state_bytes"]
+        self.dropped_runs = data["dropped_runs"]
+
     # -- per partition ---------------------------------------------------
 
     def _process_partition(self, part: _Partition, time: Time, events: list[Event]) -> None:
@@ -798,15 +918,13 @@ class Runtime:
         edges = run.state.edges
         if run.state in self._strict_states:
             part.strict.append(run)
-        keys = []
-        mapping_key = self.evaluator.mapping_key if self._probes else None
+        keys = run.keys = self._probe_keys(run)
         for edge in edges:
-            probe = self._probes.get(edge)
-            mapping = run.base_mu if edge.loop else run.mu
-            key = None if probe is None else mapping_key(mapping, probe.variables)
-            keys.append(key)
             if edge.strategy == STRICT:
                 continue
+            key = keys[edge.index]
+            probe = self._probes.get(edge)
+            mapping = run.base_mu if edge.loop else run.mu
             waiting = part.waiting.get(edge)
             if waiting is None:
                 waiting = part.waiting[edge] = _Waiting()
@@ -825,7 +943,18 @@ class Runtime:
                 at = bisect.bisect_right(bucket.numbers, number)
                 bucket.numbers.insert(at, number)
                 bucket.sorted.insert(at, run)
-        run.keys = tuple(keys)
+
+    def _probe_keys(self, run: Run) -> tuple:
+        """Per edge of the run's state: its values of the edge's probe variables (None: no probe)."""
+        if not self._probes:
+            return (None,) * len(run.state.edges)
+        mapping_key = self.evaluator.mapping_key
+        keys = []
+        for edge in run.state.edges:
+            probe = self._probes.get(edge)
+            keys.append(None if probe is None else
+                        mapping_key(run.base_mu if edge.loop else run.mu, probe.variables))
+        return tuple(keys)
 
     def _kill(self, part: _Partition, run: Run) -> None:
         if not run.dead:

@@ -9,6 +9,7 @@ one match time as one event (``merge_constructed``).
 
 from __future__ import annotations
 
+import hashlib
 import itertools
 from dataclasses import dataclass
 
@@ -39,6 +40,7 @@ class Result:
     triples: list[ox.Triple] | None
     events: tuple[Event, ...]
     graph: ox.NamedNode | None = None
+    id: str | None = None       # with checkpoints: the same for the same result on every run (result_id)
 
 
 class Projector:
@@ -50,6 +52,19 @@ class Projector:
         self.template = compiled.template
         self._count = itertools.count(1)
         self._agg_store = ox.Store()
+
+    def snapshot(self, out) -> dict:
+        """DISTINCT's memory and the CONSTRUCT graph counter (``Engine.snapshot``)."""
+        number = next(self._count)
+        self._count = itertools.count(number)
+        seen = None if self.distinct_seen is None else \
+            [out.mapping(dict(row)) for row in self.distinct_seen]
+        return {"distinct": seen, "count": number}
+
+    def restore(self, data: dict, inp) -> None:
+        self._count = itertools.count(data["count"])
+        if self.distinct_seen is not None:
+            self.distinct_seen = {frozenset(inp.mapping(row).items()) for row in data["distinct"] or ()}
 
     def project(self, match: Match) -> Result | None:
         """The result of a match, or ``None`` when DISTINCT has seen it."""
@@ -156,6 +171,21 @@ class ConstructedEvents:
             return None
         results, self.results = self.results, []
         return merge_constructed(results)
+
+
+def result_id(query_hash: str, result: Result) -> str:
+    """A result's id, the same on every run of the query over the same input:
+    a hash of the query, the match time, the events (stream and time) and the
+    bindings (SELECT) or the graph's name (CONSTRUCT: numbered in match order).
+    A sink that may see a result twice after a restart (at-least-once) tells
+    duplicates by it."""
+    parts = [query_hash, str(result.time)]
+    parts += [f"{e.stream} {e.time}" for e in result.events]
+    if result.bindings is not None:
+        parts += sorted(f"{name}={value}" for name, value in result.bindings.items())
+    elif result.graph is not None:
+        parts.append(str(result.graph))
+    return hashlib.sha256("\n".join(parts).encode("utf-8")).hexdigest()[:32]
 
 
 _BNODE = "urn:spaseq:bnode:"     # VALUES cannot hold a blank node: it goes in as this IRI ...
