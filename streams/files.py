@@ -32,6 +32,7 @@ import dataclasses
 import glob
 import gzip
 import heapq
+import itertools
 import os
 import re
 import zlib
@@ -58,6 +59,7 @@ __all__ = [
     "read_ntriples_chunks",
     "read_stream_file",
     "nquads_spans",
+    "skip_items",
     "stream_file_format",
     "stream_file_paths",
 ]
@@ -163,13 +165,18 @@ def stream_file_paths(spec_path: str) -> list[str]:
     return [spec_path]
 
 
-def merge_streams(sources: list[Iterator[Event | EventError]]) -> Iterator[Event | EventError]:
+def merge_streams(sources: list[Iterator[Event | EventError]], delivered: list[int] | None = None
+                  ) -> Iterator[Event | EventError]:
     """Merge time-ordered sources into one non-decreasing sequence.
 
     Stable: for equal times, events keep the order of ``sources`` (and their
     order within one source).  ``EventError`` items have no time: each one is
     passed on as soon as it is read, so it neither waits for nor reorders the
     events.  Each source is read only as far as the merge needs.
+
+    ``delivered`` (one count per source) counts the items of each source
+    passed on so far, not those read ahead: the sources' positions for a
+    checkpoint (``skip_items`` resumes them).
     """
     heap: list[tuple[Time, int, Event]] = []
     iterators = [iter(source) for source in sources]
@@ -178,6 +185,8 @@ def merge_streams(sources: list[Iterator[Event | EventError]]) -> Iterator[Event
         # Advance one source to its next event, passing errors through.
         for item in iterators[index]:
             if isinstance(item, EventError):
+                if delivered is not None:
+                    delivered[index] += 1
                 yield item
                 continue
             heapq.heappush(heap, (item.time, index, item))
@@ -187,8 +196,19 @@ def merge_streams(sources: list[Iterator[Event | EventError]]) -> Iterator[Event
         yield from pull(index)
     while heap:
         _, index, event = heapq.heappop(heap)
+        if delivered is not None:
+            delivered[index] += 1
         yield event
         yield from pull(index)
+
+
+def skip_items(source: Iterable[Event | EventError], count: int) -> Iterator[Event | EventError]:
+    """A stream file source resumed at a checkpoint's position: its items after
+    the first ``count``.  Those are read again and dropped: the reader's state
+    at a byte offset (the prefixes and base in force, the graph being read, the
+    graphs already finished, the order check) is what reading up to it builds,
+    so reading is the one way to rebuild it exactly, gzip or not."""
+    return itertools.islice(source, count, None)
 
 
 _MANIFEST_LINE = re.compile(r"<([^<>\s]+)>\s+<([^<>]+)>\s+(\d+)(?:\s+#.*)?")

@@ -45,12 +45,14 @@ from ..events import as_time, datetime_seconds, format_time
 from ..evaluators.spectra import SpectraEvaluator
 from ..bench.runner import add_bench_parser
 from ..kb import KnowledgeBase
+from .checkpointing import HeaderDiscarded, RunCheckpoints
 from .kb_commands import add_kb_parser
 from ..language.nfa import automaton_svg
 from ..output.formats import FORMATS, check_format
 from ..plugins import call_configure, plugin_list, registry, result_sink, stream_source
 from ..spark.session import require_pyspark
-from ..streams.files import merge_streams, read_manifest_streams, stream_file_format
+from ..runtime.checkpoint import DEFAULT_INTERVAL
+from ..streams.files import merge_streams, read_manifest_streams, skip_items, stream_file_format
 from ..streams.network import LiveOptions, StdinSource, parse_format
 from ..streams.reader import event_text
 from ..streams.reorder import ReorderBuffer, merge_arrival, parse_lateness
@@ -201,14 +203,16 @@ environment: SPASEQ_DEBUG=1 shows the Python traceback of an internal error;
 SPARK_MASTER is the default --spark-master; JAVA_HOME a Java 17+ for Spark."""
 
 
-def _flushing(items, writers, out=None):
+def _flushing(items, writers, out=None, after=None):
     """The input items, with the writers flushed before each next item is read: a live
     source may make that read wait, and the results so far must not wait with it.  With
     ``out`` (a live input), that stream is flushed too, so that the results reach their
-    reader (a pipe) at once."""
+    reader (a pipe) at once.  ``after`` is called once they are (``--checkpoint``)."""
     flushes = [writer.flush for writer in writers if hasattr(writer, "flush")]
     if out is not None:
         flushes.append(out.flush)
+    if after is not None:
+        flushes.append(after)
     for item in items:
         yield item
         for flush in flushes:
@@ -287,6 +291,14 @@ def _parser() -> argparse.ArgumentParser:
                      help="auto (default): a live counter on a terminal, else a line every "
                           f"{PROGRESS_INTERVAL:g} s on long runs; always: the same even with --quiet; never")
     run.add_argument("--quiet", "-q", action="store_true", help="no warnings, progress or summary")
+    run.add_argument("--checkpoint", metavar="DIR",
+                     help="keep checkpoints in DIR; started again with the same arguments, the run resumes "
+                          "from the last one: stream files from where they were, --output and --dead-letter "
+                          "cut back to what was committed (exactly once), other sinks at least once "
+                          "(docs/checkpoints.md); not with standard input")
+    run.add_argument("--checkpoint-every", metavar="SECONDS|EVENTS", default=DEFAULT_INTERVAL,
+                     help=f"with --checkpoint: how often, in seconds (10s, 500ms, 2min) or events "
+                          f"(50000events) (default {DEFAULT_INTERVAL})")
     _add_limit_options(run)
     run.set_defaults(func=_run)
 
@@ -392,13 +404,14 @@ class _DeadLetter:
 
     TEXT_LIMIT = 64 << 10
 
-    def __init__(self, path: str | None):
+    def __init__(self, path: str | None, opener=None):
         self.path = path
         self.file: IO[str] | None = None
+        self.opener = opener            # path -> file (--checkpoint: maybe one that goes on)
 
     def open(self) -> None:
         if self.path is not None and self.file is None:
-            self.file = open(self.path, "w", encoding="utf-8")
+            self.file = self.opener(self.path) if self.opener else open(self.path, "w", encoding="utf-8")
 
     def write(self, error: EventError) -> None:
         if self.path is None:
@@ -508,18 +521,25 @@ def _open_kb(specs: list[str], compiled: CompiledQuery, flag: str = "--kb") -> K
 
 
 def _stream_sources(compiled: CompiledQuery, specs: list[str], manifests: list[str],
-                    lateness: str | None, opened: contextlib.ExitStack, idle_flush: float | None = None):
+                    lateness: str | None, opened: contextlib.ExitStack, idle_flush: float | None = None,
+                    checkpoints: RunCheckpoints | None = None):
     """The merged input of ``--stream`` and ``--manifest`` (each source is closed by
     ``opened``), the IRIs of the streams that have an input, and whether it is live
-    (a source that is not a stream file)."""
+    (a source that is not a stream file).  With ``checkpoints``, stream files resume
+    at their positions and count what they pass on."""
     sources = []
     fed = set()
-    live = False
+    live = files = False
     for spec in specs:
         iri, location = _stream_spec(compiled, spec)
+        scheme, path = _source_scheme(location)
+        if checkpoints is not None and (scheme == "stdin" or scheme == "file" and _file_kind(path) == "special"):
+            raise UsageError(f"--checkpoint: --stream {spec} cannot be read again after a restart (standard "
+                             "input, a pipe or a device): give a file, or a live source that keeps what it "
+                             "sends (mqtt with a persistent session, tcp: docs/checkpoints.md)")
         with as_usage_error(f"--stream {spec}"):
             source = _open_source(location, iri, opened)
-        scheme, path = _source_scheme(location)
+        files = files or scheme == "file"
         live = live or scheme != "file" or _file_kind(path) == "special"
         opened.callback(_close_source, source)
         sources.append(source)
@@ -535,6 +555,17 @@ def _stream_sources(compiled: CompiledQuery, specs: list[str], manifests: list[s
             fed.add(iri)
     if not sources:
         raise UsageError("no input: give --stream ALIAS=PATH (or --manifest FILE)")
+    files = files or bool(manifests)
+    if checkpoints is not None and files and (live or lateness is not None):
+        raise UsageError("--checkpoint: stream files mixed with live sources, or read with --lateness, are "
+                         "merged as they arrive, in an order a restart cannot repeat; checkpoint stream "
+                         "files alone, without --lateness")
+    if checkpoints is not None and not live:
+        positions = checkpoints.positions(len(sources))
+        if positions is not None:
+            sources = [skip_items(source, count) for source, count in zip(sources, positions)]
+        checkpoints.delivered = [0] * len(sources) if positions is None else list(positions)
+        return merge_streams(sources, checkpoints.delivered), fed, live
     allowed = None
     if lateness is not None:
         with as_usage_error(f"--lateness {lateness}"):
@@ -642,6 +673,12 @@ def _run(args) -> int:
     with as_usage_error(f"--format {fmt}"):
         check_format(fmt, construct=construct, variables=variables, with_events=args.events)
     start = _parse_start(args.start) if args.start else None
+    checkpoints = RunCheckpoints(args, query_text, fmt) if args.checkpoint else None
+    if checkpoints is not None and checkpoints.finished:
+        if not args.quiet:
+            _error(f"the run checkpointed in {args.checkpoint} read its input to the end: nothing to do "
+                   "(remove that directory to run it again)")
+        return EXIT_OK
     if args.engine == "spark":
         require_pyspark("--engine spark")
         if limits != QueryLimits():
@@ -665,26 +702,40 @@ def _run(args) -> int:
                 opened.callback(kb.close)
             idle_flush = args.idle_flush / 1000
             items, fed, live = _stream_sources(compiled, args.stream, args.manifest, args.lateness, opened,
-                                               idle_flush)
+                                               idle_flush, checkpoints)
             with as_usage_error(f"--rate {args.rate}"):
                 rate = parse_rate(args.rate)
             items = replay(items, rate, idle_flush=idle_flush)
             live = live or rate is not None
             warnings += _unfed_warnings(compiled, fed)
         out: IO[str] = sys.stdout
+        going_on = False
         if args.output:
             with as_usage_error(f"--output {args.output}"):
-                out = opened.enter_context(open(args.output, "w", encoding="utf-8"))
-        writers = [result_sink(fmt).open(out, variables, {"with_events": args.events})]
+                if checkpoints is None:
+                    out = opened.enter_context(open(args.output, "w", encoding="utf-8"))
+                else:
+                    out, going_on = checkpoints.open_file(args.output, "output")
+                    checkpoints.output = opened.enter_context(out)
+        target = HeaderDiscarded(out) if going_on else out
+        options = {"with_events": args.events}
+        if args.output:
+            options["with_ids"] = False          # (exactly once: no duplicate to tell apart)
+        writers = [result_sink(fmt).open(target, variables, options)]
+        if going_on:
+            target.discarding = False
         for spec in args.sink:
             name, _, location = spec.partition(":")
             with as_usage_error(f"--sink {spec}"):
                 writers.append(result_sink(name).open(location, variables, {}))
         # (last: a usage error must leave an existing dead-letter file alone)
-        dead = _DeadLetter(args.dead_letter)
+        dead = _DeadLetter(args.dead_letter, None if checkpoints is None else
+                           lambda path: checkpoints.open_file(path, "dead_letter")[0])
         with as_usage_error(f"--dead-letter {args.dead_letter}"):
             dead.open()
         opened.callback(dead.close)
+        if checkpoints is not None:
+            checkpoints.dead_letter = dead.file
         for warning in warnings:
             log.warning(warning)
         progress = _Progress(args.progress if args.engine == "stream" else "never", args.quiet)
@@ -713,12 +764,15 @@ def _run(args) -> int:
             for gpm in compiled.gpms.values():
                 log.debug("GPM %s on %s: %s", gpm.name, ", ".join(sorted(gpm.streams)),
                           engine.evaluator.describe(gpm))
+            if checkpoints is not None:
+                checkpoints.restore(engine)
         started = time.perf_counter()
         interrupted = False
         stopped: LimitError | None = None
         reserve = bytearray(MEMORY_RESERVE)     # given back on running out of memory (below)
         try:
-            results = (engine.run(_flushing(progress.counting(items), writers, out if live else None))
+            results = (engine.run(_flushing(progress.counting(items), writers, out if live else None,
+                                            checkpoints and checkpoints.after_item))
                        if args.engine == "stream" else engine.results())
             for result in results:
                 for writer in writers:
@@ -738,6 +792,8 @@ def _run(args) -> int:
             progress.done()
         for writer in writers:
             writer.close()
+        if checkpoints is not None and not interrupted and stopped is None:
+            checkpoints.save(finished=True)
     if not args.quiet:
         _summary(engine, time.perf_counter() - started, interrupted, args.on_limit)
     if stopped is not None:

@@ -87,12 +87,15 @@ class JsonLinesWriter(Writer):
     The line is the text ``json.dumps(row, ensure_ascii=False)`` gives, put
     together from pieces made once: each term's JSON (cached), each
     variable's key, the time (once per timestamp).  Lines are written
-    ``BUFFERED_LINES`` at a time, or at :meth:`flush`."""
+    ``BUFFERED_LINES`` at a time, or at :meth:`flush`.  A result with an
+    ``id`` (``spaseq run --checkpoint``) shows it, unless ``with_ids`` is off
+    (an output file written exactly once has no use for it)."""
 
     BUFFERED_LINES = 512
 
-    def __init__(self, out: IO[str], variables: list[str], with_events: bool = False):
+    def __init__(self, out: IO[str], variables: list[str], with_events: bool = False, with_ids: bool = True):
         super().__init__(out, variables, with_events)
+        self.with_ids = with_ids
         self._lines: list[str] = []
         self._keys: dict[str, str] = {}           # variable -> '"name": '
         self._time: tuple | None = None           # (time, its type, is_datetime) of ``_head``
@@ -116,6 +119,8 @@ class JsonLinesWriter(Writer):
             line += ', "triples": ' + json.dumps([str(t) + " ." for t in result.triples], ensure_ascii=False)
         if self.with_events:
             line += ', "events": ' + json.dumps(_events_json(result), ensure_ascii=False)
+        if result.id is not None and self.with_ids:
+            line += ', "id": "' + result.id + '"'
         lines = self._lines
         lines.append(line + "}\n")
         if len(lines) >= self.BUFFERED_LINES:
@@ -226,9 +231,10 @@ def _opener(fmt: str):
     return open_writer
 
 
-def make_writer(fmt: str, out: IO[str], variables: list[str], with_events: bool = False) -> Writer:
+def make_writer(fmt: str, out: IO[str], variables: list[str], with_events: bool = False,
+                with_ids: bool = True) -> Writer:
     if fmt == "jsonl":
-        return JsonLinesWriter(out, variables, with_events)
+        return JsonLinesWriter(out, variables, with_events, with_ids)
     if fmt in ("csv", "tsv"):
         return DelimitedWriter(out, variables, with_events, tsv=fmt == "tsv")
     if fmt == "json":

@@ -1,0 +1,152 @@
+"""``spaseq run --checkpoint DIR``: resuming a killed run (docs/checkpoints.md).
+
+A run with ``--checkpoint`` takes a checkpoint (``runtime/checkpoint.py``)
+every ``--checkpoint-every`` (10 s by default, or a number of events), at a
+point where the engine holds no result back and every result so far is
+written and flushed: the engine's snapshot, each stream file source's
+position (the items it passed on), and the length of the ``--output`` and
+``--dead-letter`` files, fsynced first.  Started again with the same
+arguments, the run restores the engine, cuts the two files back to their
+recorded lengths and goes on writing after them, and reads each stream file
+again from the start, dropping the items before its position: the output
+file ends exactly as the uninterrupted run's.  Other sinks may get the
+results after the checkpoint twice; each carries a deterministic ``id``.
+
+When the input has been read to its end and the outputs closed, a last
+checkpoint says so: a run started again then has nothing to do.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+from typing import IO
+
+from ..errors import UsageError
+from ..runtime.checkpoint import Checkpointer, CheckpointError
+from ..runtime.engine import Engine
+
+log = logging.getLogger(__name__)
+
+# The run's arguments that change its results (or where they go): a checkpoint taken
+# with other values is refused.  (Not --rate, --idle-flush, --progress, -v, --quiet,
+# --checkpoint-every: they change how the run goes, not what it finds.)
+_RESULT_ARGUMENTS = ("stream", "manifest", "kb", "kb_materialized", "events", "output", "dead_letter",
+                     "sink", "start", "lateness", "max_statement", "max_time_jump", "max_nesting",
+                     "allow_service", "service_timeout", "max_runs", "max_partition_runs",
+                     "max_state_memory", "on_limit", "engine")
+
+
+class RunCheckpoints:
+    """The checkpoints of one ``spaseq run`` (see the module docstring)."""
+
+    def __init__(self, args, query_text: str, fmt: str):
+        if args.engine != "stream":
+            raise UsageError("--checkpoint is for --engine stream (a Spark run reads archived files: run it "
+                             "again)")
+        if fmt == "json":
+            raise UsageError("--checkpoint: --format json writes one document when the run ends; use jsonl, "
+                             "csv or tsv, whose results are written as they come")
+        arguments = {name: getattr(args, name, None) for name in _RESULT_ARGUMENTS}
+        arguments["format"] = fmt
+        try:
+            self.checkpointer = Checkpointer(args.checkpoint, query_text, arguments, args.checkpoint_every)
+        except ValueError as error:
+            raise UsageError(f"--checkpoint-every {error}") from None
+        try:
+            found = self.checkpointer.load()
+        except OSError as error:
+            raise UsageError(f"--checkpoint {args.checkpoint}: {error.strerror or error}") from None
+        self.header, self.body = found if found is not None else (None, None)
+        self.output_path = args.output
+        self.dead_letter_path = args.dead_letter
+        self.delivered: list[int] | None = None       # per stream file source: items passed on
+        self.output: IO[str] | None = None
+        self.dead_letter: IO[str] | None = None
+        self.engine: Engine | None = None
+        if self.body is not None:
+            log.info("resuming from the checkpoint in %s (taken %s)", args.checkpoint, self.header.get("created"))
+
+    @property
+    def finished(self) -> bool:
+        """Whether the checkpoint is of a run that read its input to the end."""
+        return bool(self.header and self.header.get("finished"))
+
+    def positions(self, count: int) -> list[int] | None:
+        """Per source: the items to skip (None: a new run)."""
+        if self.body is None:
+            return None
+        positions = self.body.get("sources")
+        if positions is None or len(positions) != count:
+            raise CheckpointError(f"the checkpoint in {self.checkpointer.directory} has "
+                                  f"{'no' if positions is None else len(positions)} source positions, "
+                                  f"this run has {count} stream sources")
+        return positions
+
+    def open_file(self, path: str, which: str) -> tuple[IO[str], bool]:
+        """The ``--output`` or ``--dead-letter`` file (``which``): a new one, or the
+        one of the checkpoint cut back to its committed length.  Also whether the
+        file goes on (a writer's header is then already in it)."""
+        committed = None if self.body is None else self.body["outputs"].get(which)
+        if committed is None:
+            return open(path, "w", encoding="utf-8"), False
+        try:
+            size = os.path.getsize(path)
+        except OSError:
+            size = -1
+        if size < committed:
+            raise CheckpointError(f"{path} is shorter ({max(size, 0):,} bytes) than the checkpoint in "
+                                  f"{self.checkpointer.directory} recorded ({committed:,} bytes): it was changed "
+                                  "or replaced; remove the checkpoint directory to start over")
+        os.truncate(path, committed)
+        return open(path, "a", encoding="utf-8"), committed > 0
+
+    def restore(self, engine: Engine) -> None:
+        self.engine = engine
+        engine.result_ids = self.checkpointer.query
+        if self.body is not None:
+            try:
+                engine.restore(self.body)
+            except ValueError as error:
+                raise CheckpointError(f"the checkpoint in {self.checkpointer.directory} cannot be restored: "
+                                      f"{error}") from None
+        self.checkpointer.start(engine.stats.events)
+
+    def after_item(self) -> None:
+        """Between two input items, once the writers are flushed: a checkpoint when one is due."""
+        engine = self.engine
+        if self.checkpointer.due(engine.stats.events) and engine.can_snapshot:
+            self.save()
+
+    def save(self, finished: bool = False) -> None:
+        body = {} if finished else self.engine.snapshot()
+        if self.delivered is not None:
+            body["sources"] = list(self.delivered)
+        body["outputs"] = {"output": _committed(self.output), "dead_letter": _committed(self.dead_letter)}
+        self.checkpointer.save(body, self.engine.stats.events, finished=finished)
+        log.debug("checkpoint %d: %s bytes", self.checkpointer.taken, f"{self.checkpointer.last_size:,}")
+
+
+def _committed(file: IO[str] | None) -> int | None:
+    """The length of a file once what was written is on disk (None: no file)."""
+    if file is None:
+        return None
+    if not file.closed:
+        file.flush()
+        os.fsync(file.fileno())
+    return os.path.getsize(file.name)
+
+
+class HeaderDiscarded:
+    """Stands for the output file while a writer is made, when the file goes on
+    from a checkpoint: what the writer writes then (its header) is already there."""
+
+    def __init__(self, file: IO[str]):
+        self.file = file
+        self.discarding = True
+
+    def write(self, text: str) -> int:
+        return len(text) if self.discarding else self.file.write(text)
+
+    def flush(self) -> None:
+        self.file.flush()

@@ -1,0 +1,383 @@
+"""Checkpoints (docs/checkpoints.md): a run killed with SIGKILL at random moments
+and started again ends with the output and dead-letter files of the run that
+was never killed, byte for byte; damaged, foreign and newer checkpoints and
+standard input are refused or skipped with clear messages."""
+
+import gzip
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from spaseq_plugin import Engine, Event
+from spaseq_plugin.runtime.checkpoint import CURRENT, PREVIOUS, SnapshotReader, SnapshotWriter
+from spaseq_plugin.streams.files import merge_streams, open_stream
+
+SPASEQ = [sys.executable, "-m", "spaseq_plugin"]
+S, T = "http://ex/s", "http://ex/t"
+
+PREFIXES = "PREFIX : <http://ex/>\n"
+
+# Every operator: Kleene+, negation in the middle and trailing, conjunction,
+# PARTITION BY, TUMBLING, CONSTRUCT, DISTINCT and aggregates; the three strategies.
+QUERIES = {
+    "kleene-partition-negation": PREFIXES + """
+SELECT ?a ?b ?c ?k (COUNT(?b) AS ?n) WITHIN 12 SECONDS
+FROM STREAM S <http://ex/s>
+PARTITION BY ?k
+WHERE {
+  SEQ (A ; B+ : N! ; C)
+  DEFINE GPM A ON S { ?a :kind "a" ; :key ?k ; :v ?va . }
+  DEFINE GPM B ON S { ?b :kind "b" ; :key ?k . }
+  DEFINE GPM N ON S { ?n :kind "n" ; :key ?k ; :v ?vn . FILTER(?vn > 90) }
+  DEFINE GPM C ON S { ?c :kind "c" ; :key ?k . }
+}""",
+    "conjunction-trailing-negation": PREFIXES + """
+SELECT DISTINCT ?a ?c ?d WITHIN 8 SECONDS
+FROM STREAM S <http://ex/s>
+FROM STREAM T <http://ex/t>
+WHERE {
+  SEQ (A : (C & D) ; N!)
+  DEFINE GPM A ON S { ?a :kind "a" ; :v ?va . }
+  DEFINE GPM C ON S { ?c :kind "c" ; :v ?vc . FILTER(?vc > ?va) }
+  DEFINE GPM D ON T { ?d :kind "b" . }
+  DEFINE GPM N ON T { ?n :kind "n" ; :v ?vn . FILTER(?vn < 20) }
+}""",
+    "tumbling-construct-strict": PREFIXES + """
+CONSTRUCT { ?a :then ?b . ?b :key ?k . }
+WITHIN 10 SECONDS TUMBLING
+FROM STREAM S <http://ex/s>
+FROM STREAM T <http://ex/t>
+WHERE {
+  SEQ (A , B ; C ; N!)
+  DEFINE GPM A ON S { ?a :kind "a" ; :key ?k . }
+  DEFINE GPM B ON S, T { ?b :kind "b" . }
+  DEFINE GPM C ON T { ?c :kind "c" ; :key ?k . }
+  DEFINE GPM N ON S { ?n :kind "c" ; :key ?k . }
+}""",
+    "kleene-any-sum": PREFIXES + """
+SELECT ?a ?k (SUM(?v) AS ?total) (COUNT(?b) AS ?n) WITHIN 6 SECONDS
+FROM STREAM S <http://ex/s>
+FROM STREAM T <http://ex/t>
+PARTITION BY ?k
+WHERE {
+  SEQ (A : B+ ; C)
+  DEFINE GPM A ON S { ?a :kind "a" ; :key ?k . }
+  DEFINE GPM B ON S, T { ?b :kind "b" ; :key ?k ; :v ?v . }
+  DEFINE GPM C ON T { ?c :kind "c" ; :key ?k . }
+}""",
+}
+
+
+def _event(stream: str, t: int, rnd: random.Random) -> str:
+    kind = rnd.choice("abcn" if stream == "s" else "bbcn")
+    g = f":{stream}{t}"
+    return (f'{g} prov:generatedAtTime {t} .\n'
+            f'{g} {{ :x{stream}{t} :kind "{kind}" ; :key :k{rnd.randrange(4)} ; :v {rnd.randrange(100)} . }}\n')
+
+
+def write_streams(folder: Path, events: int, seed: int) -> dict[str, str]:
+    """Stream S in two files (odd times in a TriG file, even ones gzipped) read as
+    a glob, stream T in one file; each with a few bad statements (rejections for
+    the dead-letter file)."""
+    rnd = random.Random(seed)
+    head = "@prefix : <http://ex/> .\n@prefix prov: <http://www.w3.org/ns/prov#> .\n"
+    odd, even, t_text = [head], [head], [head]
+    for t in range(1, events + 1):
+        (odd if t % 2 else even).append(_event("s", t, rnd))
+        t_text.append(_event("t", t, rnd))
+        if t % 997 == 0:
+            odd.append(":bad { :x :kind . }\n")              # a syntax error
+            t_text.append(f":late prov:generatedAtTime {t - 50} .\n:late {{ :x :kind \"a\" . }}\n")
+    (folder / "s").mkdir()
+    (folder / "s" / "odd.trig").write_text("".join(odd))
+    with gzip.open(folder / "s" / "even.trig.gz", "wt") as f:
+        f.write("".join(even))
+    (folder / "t.trig").write_text("".join(t_text))
+    return {"S": str(folder / "s" / "*.trig*"), "T": str(folder / "t.trig")}
+
+
+def command(query: Path, streams: dict[str, str], out: Path, dead: Path, *extra: str) -> list[str]:
+    text = query.read_text()
+    args = SPASEQ + ["run", str(query), "-o", str(out), "--dead-letter", str(dead), "-q"]
+    for alias, location in streams.items():
+        if f"STREAM {alias} " in text:
+            args += ["--stream", f"{alias}={location}"]
+    return args + list(extra)
+
+
+@pytest.fixture(scope="module")
+def inputs(tmp_path_factory):
+    folder = tmp_path_factory.mktemp("streams")
+    return write_streams(folder, 3000, 7)
+
+
+def _wait_for_output(process, path: Path, size: int, deadline: float) -> None:
+    while process.poll() is None and time.monotonic() < deadline:
+        if path.exists() and path.stat().st_size >= size:
+            return
+        time.sleep(0.002)
+
+
+def kill_and_resume(name: str, seed: int, inputs: dict, tmp_path: Path, kills: int) -> tuple[int, int]:
+    """The run of ``name`` killed ``kills`` times (after a random delay, or once the
+    output has a random length), then run to its end: both files as the
+    uninterrupted run's.  Returns (kills that hit a running process, results)."""
+    rnd = random.Random(seed)
+    query = tmp_path / f"{name}.rq"
+    query.write_text(QUERIES[name])
+    expected_out, expected_dead = tmp_path / "expected.out", tmp_path / "expected.dead"
+    started = time.monotonic()
+    subprocess.run(command(query, inputs, expected_out, expected_dead), check=True, timeout=120)
+    duration = time.monotonic() - started
+    final = expected_out.stat().st_size
+    out, dead, directory = tmp_path / "out", tmp_path / "dead", tmp_path / "checkpoints"
+    every = rnd.choice(["25events", "100events", "400events", "20ms"])
+    args = command(query, inputs, out, dead, "--checkpoint", str(directory), "--checkpoint-every", every)
+    hits = 0
+    for _ in range(kills):
+        process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+        if rnd.random() < 0.5:
+            time.sleep(rnd.uniform(0.2, duration + 0.2))
+        else:
+            _wait_for_output(process, out, rnd.randrange(1, max(final, 2)), time.monotonic() + duration + 5)
+        if process.poll() is None:
+            process.send_signal(signal.SIGKILL)
+            hits += 1
+        process.wait(timeout=60)
+        process.stderr.close()
+    done = subprocess.run(args, capture_output=True, text=True, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert out.read_bytes() == expected_out.read_bytes(), f"{name}, seed {seed}, every {every}"
+    assert dead.read_bytes() == expected_dead.read_bytes()
+    return hits, expected_out.read_text().count("\n")
+
+
+@pytest.mark.parametrize("name", sorted(QUERIES))
+def test_killed_runs_end_with_the_uninterrupted_output(name, inputs, tmp_path):
+    hits, lines = kill_and_resume(name, 1, inputs, tmp_path, kills=3)
+    assert lines > 10                       # the query finds something to compare
+    assert hits >= 1                        # at least one kill landed in a running process
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(2, 12))
+@pytest.mark.parametrize("name", sorted(QUERIES))
+def test_killed_runs_many_seeds(name, seed, inputs, tmp_path):
+    kill_and_resume(name, seed, inputs, tmp_path, kills=rnd_kills(seed))
+
+
+def rnd_kills(seed: int) -> int:
+    return 2 + seed % 2
+
+
+# -- the Python API ---------------------------------------------------------
+
+def _items(inputs: dict, text: str) -> list:
+    sources = [open_stream(inputs[alias], iri) for alias, iri in (("S", S), ("T", T))
+               if f"STREAM {alias} " in text]
+    return list(merge_streams(sources))
+
+
+def _shown(results) -> list:
+    return [(r.time, sorted((k, str(v)) for k, v in (r.bindings or {}).items()),
+             sorted(str(t) for t in r.triples or ()), r.graph and str(r.graph)) for r in results]
+
+
+@pytest.mark.parametrize("name", sorted(QUERIES))
+def test_an_engine_restored_anywhere_goes_on_as_the_original(name, inputs):
+    """Engine.snapshot() through JSON text, restored into a new engine at many points
+    of the input: the results are the same, in the same order."""
+    text = QUERIES[name]
+    items = _items(inputs, text)[:2500]
+
+    def run(cut: int | None) -> list:
+        engine, out = Engine(text), []
+        for number, item in enumerate(items):
+            if number == cut and engine.can_snapshot:
+                snapshot = json.loads(json.dumps(engine.snapshot()))
+                engine = Engine(text)
+                engine.restore(snapshot)
+            if isinstance(item, Event):
+                out += engine.push_event(item)
+            else:
+                engine.reject(item)
+        return _shown(out + engine.close())
+
+    expected = run(None)
+    assert expected
+    for cut in range(1, len(items), 97):
+        assert run(cut) == expected, cut
+
+
+def test_terms_and_events_survive_the_tables():
+    """Literals with languages, datatypes, escapes; blank nodes keep their labels;
+    triple terms; decimal times."""
+    import pyoxigraph as ox
+    from decimal import Decimal
+    terms = [ox.NamedNode("http://ex/a"), ox.BlankNode("b1"), ox.Literal("x\n\"y\"\\", language="en"),
+             ox.Literal("1.50", datatype=ox.NamedNode("http://www.w3.org/2001/XMLSchema#decimal")),
+             ox.Triple(ox.NamedNode("http://ex/s"), ox.NamedNode("http://ex/p"), ox.Literal("o"))]
+    event = Event(S, Decimal("1.25"), tuple(ox.Triple(ox.NamedNode("http://ex/s"), ox.NamedNode("http://ex/p"), t)
+                                            for t in terms), ox.BlankNode("g"), "f:1", False)
+    out = SnapshotWriter()
+    refs = [out.term(t) for t in terms]
+    ref = out.event(event)
+    back = SnapshotReader(json.loads(json.dumps(out.tables())))
+    assert [back.term(r) for r in refs] == terms
+    again = back.event(ref)
+    assert (again.stream, again.time, again.triples, again.name, again.position) == \
+        (event.stream, event.time, event.triples, event.name, event.position)
+
+
+# -- refusals and damaged checkpoints ------------------------------------------
+
+@pytest.fixture
+def small(tmp_path):
+    folder = tmp_path / "in"
+    folder.mkdir()
+    streams = write_streams(folder, 400, 3)
+    query = tmp_path / "q.rq"
+    query.write_text(QUERIES["kleene-partition-negation"])
+    return query, streams, tmp_path
+
+
+def _run(args, **kwargs):
+    return subprocess.run(args, capture_output=True, text=True, timeout=120, **kwargs)
+
+
+def _checkpointed(small, *extra):
+    query, streams, tmp_path = small
+    return command(query, streams, tmp_path / "out", tmp_path / "dead", "--checkpoint",
+                   str(tmp_path / "cp"), *extra)
+
+
+def test_a_finished_run_started_again_has_nothing_to_do(small):
+    args = _checkpointed(small)
+    assert _run(args).returncode == 0
+    out = small[2] / "out"
+    before = out.read_bytes()
+    again = subprocess.run([a for a in args if a != "-q"], capture_output=True, text=True, timeout=60)
+    assert again.returncode == 0
+    assert "nothing to do" in again.stderr
+    assert out.read_bytes() == before
+
+
+def _unfinished(small) -> Path:
+    """A checkpoint directory whose current checkpoint is not the last (finished) one:
+    the final one is dropped, so that the previous becomes current."""
+    args = _checkpointed(small, "--checkpoint-every", "50events")
+    assert _run(args).returncode == 0
+    directory = small[2] / "cp"
+    os.replace(directory / PREVIOUS, directory / CURRENT)
+    return directory
+
+
+def test_a_damaged_checkpoint_falls_back_to_the_previous_one(small):
+    args = _checkpointed(small, "--checkpoint-every", "50events")
+    expected = subprocess.run(command(small[0], small[1], small[2] / "plain", small[2] / "plain.dead"),
+                              timeout=60)
+    assert expected.returncode == 0
+    directory = _unfinished(small)
+    (directory / PREVIOUS).write_bytes((directory / CURRENT).read_bytes())
+    data = bytearray((directory / CURRENT).read_bytes())
+    data[len(data) // 2] ^= 0x55
+    (directory / CURRENT).write_bytes(bytes(data))
+    done = _run([a for a in args if a != "-q"])
+    assert done.returncode == 0, done.stderr
+    assert "is damaged" in done.stderr and "using the previous one" in done.stderr
+    assert (small[2] / "out").read_bytes() == (small[2] / "plain").read_bytes()
+
+
+def test_a_checkpoint_cut_short_falls_back_and_two_damaged_ones_are_refused(small):
+    args = _checkpointed(small, "--checkpoint-every", "50events")
+    directory = _unfinished(small)
+    (directory / PREVIOUS).write_bytes((directory / CURRENT).read_bytes())
+    for name in (CURRENT, PREVIOUS):
+        data = (directory / name).read_bytes()
+        (directory / name).write_bytes(data[: len(data) - 40])
+    done = _run(args)
+    assert done.returncode == 2
+    assert "no usable checkpoint" in done.stderr and "remove the directory" in done.stderr
+    assert "Traceback" not in done.stderr
+
+
+def test_the_checkpoint_of_another_query_is_refused(small):
+    query, streams, tmp_path = small
+    directory = _unfinished(small)
+    other = tmp_path / "other.rq"
+    other.write_text(QUERIES["kleene-partition-negation"].replace("12 SECONDS", "13 SECONDS"))
+    done = _run(command(other, streams, tmp_path / "out", tmp_path / "dead", "--checkpoint", str(directory)))
+    assert done.returncode == 2
+    assert "checkpoint of another query" in done.stderr
+    assert len(done.stderr.strip().splitlines()) == 1
+
+
+def test_a_checkpoint_taken_with_other_arguments_is_refused(small):
+    directory = _unfinished(small)
+    done = _run(_checkpointed(small, "--max-runs", "5000"))
+    assert done.returncode == 2
+    assert "other arguments" in done.stderr
+    assert directory.exists()
+
+
+def test_a_checkpoint_of_a_newer_format_is_refused(small):
+    directory = _unfinished(small)
+    lines = (directory / CURRENT).read_bytes().split(b"\n", 1)
+    header = json.loads(lines[0])
+    header["version"] = 99
+    (directory / CURRENT).write_bytes(json.dumps(header).encode() + b"\n" + lines[1])
+    done = _run(_checkpointed(small))
+    assert done.returncode == 2
+    assert "format version 99, newer" in done.stderr
+
+
+def test_an_output_file_shorter_than_committed_is_refused(small):
+    _unfinished(small)
+    (small[2] / "out").write_text("")
+    done = _run(_checkpointed(small))
+    assert done.returncode == 2
+    assert "shorter" in done.stderr
+
+
+def test_standard_input_is_refused(small):
+    query, streams, tmp_path = small
+    done = subprocess.run(SPASEQ + ["run", str(query), "--stream", "S=-", "--checkpoint", str(tmp_path / "cp")],
+                          input="", capture_output=True, text=True, timeout=60)
+    assert done.returncode == 2
+    assert "--checkpoint" in done.stderr and "standard input" in done.stderr
+    assert not (tmp_path / "cp" / CURRENT).exists()
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--format", "json"], "--format json"),
+    (["--checkpoint-every", "soon"], "--checkpoint-every"),
+    (["--lateness", "2"], "--lateness"),
+])
+def test_what_cannot_be_checkpointed_is_refused(small, flags, message):
+    query, streams, tmp_path = small
+    done = _run(command(query, streams, tmp_path / "out", tmp_path / "dead", "--checkpoint",
+                        str(tmp_path / "cp"), *flags))
+    assert done.returncode == 2
+    assert message in done.stderr
+
+
+def test_results_on_stdout_carry_ids_that_repeat_after_a_restart(small):
+    """Standard output is at-least-once: results after the checkpoint come again,
+    with the same ids."""
+    query, streams, tmp_path = small
+    args = SPASEQ + ["run", str(query), "-q", "--stream", f"S={streams['S']}", "--checkpoint",
+                     str(tmp_path / "cp"), "--checkpoint-every", "100events"]
+    first = [json.loads(line) for line in _run(args).stdout.splitlines()]
+    assert first and all(len(r["id"]) == 32 for r in first)
+    assert len({r["id"] for r in first}) == len(first)
+    directory = tmp_path / "cp"
+    os.replace(directory / PREVIOUS, directory / CURRENT)
+    again = [json.loads(line) for line in _run(args).stdout.splitlines()]
+    assert again == first[len(first) - len(again):]
