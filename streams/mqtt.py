@@ -34,6 +34,16 @@ published while spaseq is disconnected are lost.  Redelivered QoS 1
 messages are rejected as duplicate (stream, τ), as semantics.md section 10
 says.
 
+With ``spaseq run --checkpoint DIR`` (docs/checkpoints.md) the session is
+persistent: ``clean`` is 0 and ``client_id`` defaults to one made from DIR
+and the topic, so a restarted run takes the same session back; ``qos`` 0 is
+refused.  A message is acknowledged to the broker only once a checkpoint
+holds what its events did (``commit``), so the broker sends again, after a
+restart, every message the last checkpoint does not cover; the run asks for
+a checkpoint when ``ACK_BATCH`` messages wait for their acknowledgement or
+the input goes quiet (a broker sends a client only so many unacknowledged
+messages at once: mosquitto's ``max_inflight_messages``, 20 by default).
+
 Sink: ``--sink mqtt://HOST[:PORT]/TOPIC[?options]``
 -------------------------------------------------
 Each result is one message on TOPIC: a SELECT result as its JSON line
@@ -50,7 +60,10 @@ giving up on a lost broker, writing a result is an error.
 
 from __future__ import annotations
 
+import collections
+import hashlib
 import io
+import os
 import threading
 import time
 import uuid
@@ -65,6 +78,20 @@ __all__ = ["MqttSink", "MqttSource", "open_mqtt_sink", "open_mqtt_source"]
 
 DEFAULT_PORT = 1883
 
+#: With checkpoints: consumed messages waiting for their acknowledgement that make
+#: the run take a checkpoint (half of mosquitto's default in-flight window).
+ACK_BATCH = 10
+
+# The run's checkpoint directory (spaseq_configure), or None: sessions then are as asked.
+_SETTINGS: dict[str, str | None] = {"checkpoint": None}
+
+
+@hookimpl
+def spaseq_configure(config):
+    """``checkpoint`` (``--checkpoint DIR``): sources keep a persistent session and
+    acknowledge messages after the checkpoints (see the module docstring)."""
+    _SETTINGS["checkpoint"] = config.get("checkpoint")
+
 
 class _Link:
     """A paho client kept connected by paho's network thread, with the retry
@@ -77,14 +104,14 @@ class _Link:
 
     def __init__(self, owner: Reconnecting, host: str, port: int, *, client_id: str, clean: bool,
                  keepalive: int, subscribe: tuple[str, int] | None = None, on_message=None,
-                 on_publish=None):
+                 on_publish=None, manual_ack: bool = False):
         self.owner = owner
         self.host, self.port, self.keepalive = host, port, keepalive
         self.subscription = subscribe
         self.handle_message = on_message
         self.handle_publish = on_publish
         self.client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id=client_id,
-                                  clean_session=clean, protocol=paho.MQTTv311)
+                                  clean_session=clean, protocol=paho.MQTTv311, manual_ack=manual_ack)
         self.client.suppress_exceptions = True
         options = owner.options
         self.client.reconnect_delay_set(options.backoff, options.max_backoff)
@@ -205,7 +232,8 @@ class MqttSource(LiveSource):
     """Events from an MQTT topic, one message at a time (see the module doc)."""
 
     def __init__(self, host: str, port: int, topic: str, stream: str, options: LiveOptions, *,
-                 qos: int = 1, client_id: str | None = None, clean: bool = True, keepalive: int = 60):
+                 qos: int = 1, client_id: str | None = None, clean: bool = True, keepalive: int = 60,
+                 acknowledge_on_commit: bool = False):
         super().__init__(_mqtt_where(host, port, topic), stream, options)
         self.host, self.port, self.topic = host, port, topic
         self.qos = qos
@@ -214,11 +242,47 @@ class MqttSource(LiveSource):
         self.keepalive = keepalive
         self.messages = 0
         self._link: _Link | None = None
+        # acknowledge_on_commit: (mid, qos, items emitted up to the message's last) of the
+        # messages not yet acknowledged, oldest first (appended by paho's thread)
+        self.acknowledge_on_commit = acknowledge_on_commit
+        self._unacknowledged: collections.deque = collections.deque()
+        self._emitted = 0
+        self.acknowledged = 0
+
+    def consumed_unacknowledged(self) -> int:
+        """Messages whose every item the consumer has taken, not acknowledged yet."""
+        consumed = self.events + self.rejected
+        count = 0
+        for _, _, last in self._unacknowledged:
+            if last > consumed:
+                break
+            count += 1
+        return count
+
+    def wants_checkpoint(self, idle: bool) -> bool:
+        """Whether messages wait for a checkpoint to be acknowledged: ``ACK_BATCH`` of
+        them, or any once the input is quiet (the broker may be waiting for them)."""
+        if not self.acknowledge_on_commit or not self._unacknowledged:
+            return False
+        count = self.consumed_unacknowledged()
+        return count >= ACK_BATCH or (idle and count > 0)
+
+    def commit(self) -> None:
+        """A checkpoint holds what the consumer has taken: acknowledge its messages."""
+        if not self.acknowledge_on_commit or self._link is None:
+            return
+        consumed = self.events + self.rejected
+        pending = self._unacknowledged
+        while pending and pending[0][2] <= consumed:
+            mid, qos, _ = pending.popleft()
+            if qos:
+                self._link.client.ack(mid, qos)
+            self.acknowledged += 1
 
     def produce(self) -> None:
         link = self._link = _Link(self, self.host, self.port, client_id=self.client_id, clean=self.clean,
                                   keepalive=self.keepalive, subscribe=(self.topic, self.qos),
-                                  on_message=self._message)
+                                  on_message=self._message, manual_ack=self.acknowledge_on_commit)
         link.start()
         try:
             while not self.stopping and not link.done.is_set():
@@ -234,15 +298,17 @@ class MqttSource(LiveSource):
         return self._link.subscriptions if self._link is not None else 0
 
     def _message(self, message) -> None:
-        if not message.payload:
-            return
-        self.messages += 1
-        where = f"{self.name}#{self.messages}"
-        items = read_text(message.payload, where, self.stream, self.options.rdf_format, base=self.name)
-        if not items:
-            items = [EventError(f"message on {message.topic} has no event (no named graph)", f"{where}:1")]
-        for item in items:
-            self.emit(item)
+        if message.payload:
+            self.messages += 1
+            where = f"{self.name}#{self.messages}"
+            items = read_text(message.payload, where, self.stream, self.options.rdf_format, base=self.name)
+            if not items:
+                items = [EventError(f"message on {message.topic} has no event (no named graph)", f"{where}:1")]
+            for item in items:
+                self.emit(item)
+            self._emitted += len(items)
+        if self.acknowledge_on_commit:
+            self._unacknowledged.append((message.mid, message.qos, self._emitted))
 
     def _closing(self) -> None:
         pass        # produce() stops the link when it sees the stop flag
@@ -254,12 +320,20 @@ def open_mqtt_source(location: str, stream: str, *, report=None) -> MqttSource:
         location, ("qos", "client_id", "clean", "keepalive"))
     if report is not None:
         options.report = report
-    clean = options.extra.pop("clean", "1").lower() not in ("0", "no", "false")
+    checkpoint = _SETTINGS["checkpoint"]
+    clean = options.extra.pop("clean", "0" if checkpoint else "1").lower() not in ("0", "no", "false")
     client_id = options.extra.pop("client_id", None)
+    if checkpoint:
+        if clean or qos == 0:
+            raise SpaseqError(f"{where}: with --checkpoint, the session must be kept (clean=0) and messages "
+                              "confirmed (qos 1 or 2), or what comes while spaseq is away is lost")
+        if not client_id:       # the same run (directory and topic) takes its session back
+            seed = f"{os.path.abspath(checkpoint)}\n{where}".encode("utf-8")
+            client_id = "spaseq-" + hashlib.sha256(seed).hexdigest()[:16]
     if not clean and not client_id:
         raise SpaseqError(f"{where}: clean=0 needs a client_id (the broker keeps the session under it)")
     return MqttSource(host, port, topic, stream, options, qos=qos, client_id=client_id, clean=clean,
-                      keepalive=keepalive)
+                      keepalive=keepalive, acknowledge_on_commit=bool(checkpoint))
 
 
 # --------------------------------------------------------------------------

@@ -125,10 +125,11 @@ def _wait_for_output(process, path: Path, size: int, deadline: float) -> None:
         time.sleep(0.002)
 
 
-def kill_and_resume(name: str, seed: int, inputs: dict, tmp_path: Path, kills: int) -> tuple[int, int]:
+def kill_and_resume(name: str, seed: int, inputs: dict, tmp_path: Path, kills: int) -> tuple[int, int, int]:
     """The run of ``name`` killed ``kills`` times (after a random delay, or once the
     output has a random length), then run to its end: both files as the
-    uninterrupted run's.  Returns (kills that hit a running process, results)."""
+    uninterrupted run's.  Returns the kills that hit a running process, those
+    after which the run resumed from a checkpoint, and the results compared."""
     rnd = random.Random(seed)
     query = tmp_path / f"{name}.rq"
     query.write_text(QUERIES[name])
@@ -140,7 +141,7 @@ def kill_and_resume(name: str, seed: int, inputs: dict, tmp_path: Path, kills: i
     out, dead, directory = tmp_path / "out", tmp_path / "dead", tmp_path / "checkpoints"
     every = rnd.choice(["25events", "100events", "400events", "20ms"])
     args = command(query, inputs, out, dead, "--checkpoint", str(directory), "--checkpoint-every", every)
-    hits = 0
+    hits = resumed = 0
     for _ in range(kills):
         process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
         if rnd.random() < 0.5:
@@ -150,18 +151,19 @@ def kill_and_resume(name: str, seed: int, inputs: dict, tmp_path: Path, kills: i
         if process.poll() is None:
             process.send_signal(signal.SIGKILL)
             hits += 1
+            resumed += (directory / CURRENT).exists()
         process.wait(timeout=60)
         process.stderr.close()
     done = subprocess.run(args, capture_output=True, text=True, timeout=120)
     assert done.returncode == 0, done.stderr
     assert out.read_bytes() == expected_out.read_bytes(), f"{name}, seed {seed}, every {every}"
     assert dead.read_bytes() == expected_dead.read_bytes()
-    return hits, expected_out.read_text().count("\n")
+    return hits, resumed, expected_out.read_text().count("\n")
 
 
 @pytest.mark.parametrize("name", sorted(QUERIES))
 def test_killed_runs_end_with_the_uninterrupted_output(name, inputs, tmp_path):
-    hits, lines = kill_and_resume(name, 1, inputs, tmp_path, kills=3)
+    hits, _, lines = kill_and_resume(name, 1, inputs, tmp_path, kills=3)
     assert lines > 10                       # the query finds something to compare
     assert hits >= 1                        # at least one kill landed in a running process
 
@@ -170,11 +172,7 @@ def test_killed_runs_end_with_the_uninterrupted_output(name, inputs, tmp_path):
 @pytest.mark.parametrize("seed", range(2, 12))
 @pytest.mark.parametrize("name", sorted(QUERIES))
 def test_killed_runs_many_seeds(name, seed, inputs, tmp_path):
-    kill_and_resume(name, seed, inputs, tmp_path, kills=rnd_kills(seed))
-
-
-def rnd_kills(seed: int) -> int:
-    return 2 + seed % 2
+    kill_and_resume(name, seed, inputs, tmp_path, kills=2 + seed % 2)
 
 
 # -- the Python API ---------------------------------------------------------
@@ -381,3 +379,128 @@ def test_results_on_stdout_carry_ids_that_repeat_after_a_restart(small):
     os.replace(directory / PREVIOUS, directory / CURRENT)
     again = [json.loads(line) for line in _run(args).stdout.splitlines()]
     assert again == first[len(first) - len(again):]
+
+
+def test_the_async_api_resumes_from_its_checkpoint(inputs, tmp_path):
+    """run_async(..., checkpoint=Checkpointer(...)): a consumer that stops part way
+    (as a killed process would) and starts again gets every result, those after
+    the last checkpoint twice with equal ids."""
+    import asyncio
+    from spaseq_plugin.runtime.aio import run_async
+    from spaseq_plugin.runtime.checkpoint import Checkpointer
+    text = QUERIES["conjunction-trailing-negation"]
+    items = _items(inputs, text)
+
+    async def consume(stop_after: int | None) -> list:
+        checkpointer = Checkpointer(str(tmp_path / "cp"), text, {"input": "test"}, "200events")
+        got = []
+        async for result in run_async(Engine(text), items, checkpoint=checkpointer):
+            got.append(result)
+            if stop_after is not None and len(got) == stop_after:
+                break
+        return got
+
+    expected = asyncio.run(_plain(text, items))
+    first = asyncio.run(consume(len(expected) // 2))
+    second = asyncio.run(consume(None))
+    ids = [r.id for r in first] + [r.id for r in second]
+    assert len(set(ids)) == len(expected)                     # nothing lost
+    assert _shown(second) == _shown(expected)[len(expected) - len(second):]
+    assert len(second) < len(expected)                          # it did resume
+    assert asyncio.run(consume(None)) == []                     # finished: nothing more
+
+
+async def _plain(text, items):
+    from spaseq_plugin.runtime.aio import run_async
+    return [r async for r in run_async(Engine(text), items)]
+
+
+# -- MQTT: a persistent session, acknowledged after the checkpoints ----------------
+
+from brokers import Mosquitto, mosquitto_program, wait_until  # noqa: E402,F401 (fixture)
+
+
+class PersistentMosquitto(Mosquitto):
+    """A broker that keeps sessions and queued messages across a restart (saved at
+    each change; stopped with SIGTERM, as a service manager restarts it)."""
+
+    def __init__(self, program, directory: Path):
+        super().__init__(program, directory)
+        store = directory / "mosquitto-store"
+        store.mkdir()
+        self.config.write_text(self.config.read_text().replace("persistence false\n", "")
+                               + f"persistence true\npersistence_location {store}/\n"
+                               "autosave_on_changes true\nautosave_interval 1\n"
+                               # (started by root, mosquitto would run as 'mosquitto', which
+                               # cannot write here)
+                               f"user {__import__('getpass').getuser()}\n")
+
+    def restart(self) -> None:
+        self.process.terminate()
+        self.process.wait(timeout=10)
+        self.process.stderr.close()
+        self.process = None
+        self.start()
+
+
+def _publisher(broker):
+    import paho.mqtt.client as paho
+    client = paho.Client(paho.CallbackAPIVersion.VERSION2, client_id="test-publisher", clean_session=False)
+    client.reconnect_delay_set(0.05, 0.2)
+    client.connect("127.0.0.1", broker.port)
+    client.loop_start()
+    return client
+
+
+def test_mqtt_runs_killed_and_a_broker_restarted_lose_no_result(mosquitto_program, tmp_path):
+    """A run over an MQTT topic with --checkpoint, killed twice with SIGKILL while
+    events are published (the broker keeps them: persistent session, acknowledged
+    after the checkpoints) and the broker restarted once: the output file equals
+    the run over the same events read from a file."""
+    rnd = random.Random(5)
+    head = "@prefix : <http://ex/> .\n@prefix prov: <http://www.w3.org/ns/prov#> .\n"
+    messages = [_event("s", t, rnd) for t in range(1, 701)]
+    stream_file = tmp_path / "s.trig"
+    stream_file.write_text(head + "".join(messages))
+    query = tmp_path / "q.rq"
+    query.write_text(QUERIES["kleene-partition-negation"])
+    expected = tmp_path / "expected.out"
+    subprocess.run(SPASEQ + ["run", str(query), "-q", "--stream", f"S={stream_file}", "-o", str(expected)],
+                   check=True, timeout=60)
+    broker = PersistentMosquitto(mosquitto_program, tmp_path).start()
+    out = tmp_path / "out"
+    args = SPASEQ + ["run", str(query), "-q", "-o", str(out), "--checkpoint", str(tmp_path / "cp"),
+                     "--checkpoint-every", "1s", "--idle-timeout", "3",
+                     "--stream", f"S={broker.url('ev', backoff='0.05', max_backoff='0.2', retries='200')}"]
+    publisher = None
+    try:
+        first = subprocess.run(args[:-3] + ["1"] + args[-2:], capture_output=True, text=True, timeout=60)
+        assert first.returncode == 0, first.stderr        # the session exists from now on
+        publisher = _publisher(broker)
+        sent = []
+
+        def publish():
+            for number, text in enumerate(messages):
+                sent.append(publisher.publish("ev", head + text, qos=1))
+                time.sleep(0.004)
+                if number == 350:
+                    broker.restart()
+                    wait_until(publisher.is_connected, 30, what="the publisher to reconnect")
+        thread = __import__("threading").Thread(target=publish)
+        thread.start()
+        for delay in (1.2, 1.0):
+            process = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+            time.sleep(delay)
+            assert process.poll() is None
+            process.send_signal(signal.SIGKILL)
+            process.wait(timeout=30)
+        thread.join(timeout=60)
+        wait_until(lambda: all(info.is_published() for info in sent), 30, what="every message published")
+        last = subprocess.run(args, capture_output=True, text=True, timeout=120)
+        assert last.returncode == 0, last.stderr
+    finally:
+        if publisher is not None:
+            publisher.loop_stop()
+        broker.stop()
+    assert out.read_bytes() == expected.read_bytes()
+    assert expected.read_text().count("\n") > 5

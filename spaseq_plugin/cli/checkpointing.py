@@ -12,8 +12,11 @@ again from the start, dropping the items before its position: the output
 file ends exactly as the uninterrupted run's.  Other sinks may get the
 results after the checkpoint twice; each carries a deterministic ``id``.
 
-When the input has been read to its end and the outputs closed, a last
-checkpoint says so: a run started again then has nothing to do.
+When stream files have been read to their end and the outputs closed, a
+last checkpoint says so: a run started again then has nothing to do.  A live
+run (mqtt, tcp) that ends (``--max-events``, ``--idle-timeout``) checkpoints
+its state before the engine closes: started again, it goes on with what the
+sources send next, and what closing wrote is cut back.
 """
 
 from __future__ import annotations
@@ -23,6 +26,7 @@ import os
 from typing import IO
 
 from ..errors import UsageError
+from ..events import IDLE
 from ..runtime.checkpoint import Checkpointer, CheckpointError
 from ..runtime.engine import Engine
 
@@ -61,6 +65,7 @@ class RunCheckpoints:
         self.output_path = args.output
         self.dead_letter_path = args.dead_letter
         self.delivered: list[int] | None = None       # per stream file source: items passed on
+        self.sources: list = []                        # a live one may wait for checkpoints (commit)
         self.output: IO[str] | None = None
         self.dead_letter: IO[str] | None = None
         self.engine: Engine | None = None
@@ -112,10 +117,24 @@ class RunCheckpoints:
                                       f"{error}") from None
         self.checkpointer.start(engine.stats.events)
 
-    def after_item(self) -> None:
-        """Between two input items, once the writers are flushed: a checkpoint when one is due."""
+    def after_item(self, item) -> None:
+        """Between two input items, once the writers are flushed: a checkpoint when one is
+        due, or when a source waits for one (an mqtt source's unacknowledged messages)."""
         engine = self.engine
-        if self.checkpointer.due(engine.stats.events) and engine.can_snapshot:
+        if not engine.can_snapshot:
+            return
+        if self.checkpointer.due(engine.stats.events) or any(
+                source.wants_checkpoint(item is IDLE) for source in self.sources
+                if hasattr(source, "wants_checkpoint")):
+            self.save()
+
+    def input_ended(self) -> None:
+        """The input ended, the engine is about to close: a live run (which ends on
+        ``--max-events`` or ``--idle-timeout``) saves its state here, so that a run
+        started again goes on with what the sources send next (what closing wrote
+        is then cut back); a run of stream files is checkpointed as finished once
+        its outputs are closed."""
+        if self.delivered is None and self.engine.can_snapshot:
             self.save()
 
     def save(self, finished: bool = False) -> None:
@@ -124,6 +143,10 @@ class RunCheckpoints:
             body["sources"] = list(self.delivered)
         body["outputs"] = {"output": _committed(self.output), "dead_letter": _committed(self.dead_letter)}
         self.checkpointer.save(body, self.engine.stats.events, finished=finished)
+        for source in self.sources:
+            commit = getattr(source, "commit", None)
+            if commit is not None:
+                commit()
         log.debug("checkpoint %d: %s bytes", self.checkpointer.taken, f"{self.checkpointer.last_size:,}")
 
 

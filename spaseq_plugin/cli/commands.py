@@ -203,20 +203,23 @@ environment: SPASEQ_DEBUG=1 shows the Python traceback of an internal error;
 SPARK_MASTER is the default --spark-master; JAVA_HOME a Java 17+ for Spark."""
 
 
-def _flushing(items, writers, out=None, after=None):
+def _flushing(items, writers, out=None, after=None, end=None):
     """The input items, with the writers flushed before each next item is read: a live
     source may make that read wait, and the results so far must not wait with it.  With
     ``out`` (a live input), that stream is flushed too, so that the results reach their
-    reader (a pipe) at once.  ``after`` is called once they are (``--checkpoint``)."""
+    reader (a pipe) at once.  ``after(item)`` is called once they are, and ``end()`` after
+    the last item, before the engine closes (``--checkpoint``)."""
     flushes = [writer.flush for writer in writers if hasattr(writer, "flush")]
     if out is not None:
         flushes.append(out.flush)
-    if after is not None:
-        flushes.append(after)
     for item in items:
         yield item
         for flush in flushes:
             flush()
+        if after is not None:
+            after(item)
+    if end is not None:
+        end()
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -560,6 +563,11 @@ def _stream_sources(compiled: CompiledQuery, specs: list[str], manifests: list[s
         raise UsageError("--checkpoint: stream files mixed with live sources, or read with --lateness, are "
                          "merged as they arrive, in an order a restart cannot repeat; checkpoint stream "
                          "files alone, without --lateness")
+    if checkpoints is not None:
+        checkpoints.sources = list(sources)
+        if live and len(sources) > 1 and any(hasattr(source, "commit") for source in sources):
+            raise UsageError("--checkpoint: an mqtt source acknowledges what a checkpoint holds only when "
+                             "it is the run's one input (several live inputs are merged as they arrive)")
     if checkpoints is not None and not live:
         positions = checkpoints.positions(len(sources))
         if positions is not None:
@@ -772,7 +780,8 @@ def _run(args) -> int:
         reserve = bytearray(MEMORY_RESERVE)     # given back on running out of memory (below)
         try:
             results = (engine.run(_flushing(progress.counting(items), writers, out if live else None,
-                                            checkpoints and checkpoints.after_item))
+                                            checkpoints and checkpoints.after_item,
+                                            checkpoints and checkpoints.input_ended))
                        if args.engine == "stream" else engine.results())
             for result in results:
                 for writer in writers:
@@ -792,7 +801,7 @@ def _run(args) -> int:
             progress.done()
         for writer in writers:
             writer.close()
-        if checkpoints is not None and not interrupted and stopped is None:
+        if checkpoints is not None and not interrupted and stopped is None and not live:
             checkpoints.save(finished=True)
     if not args.quiet:
         _summary(engine, time.perf_counter() - started, interrupted, args.on_limit)

@@ -87,13 +87,40 @@ async def _inline(items) -> AsyncIterator:
         yield item
 
 
-async def run_async(engine, events, *, close: bool = True) -> AsyncIterator[Result]:
+async def run_async(engine, events, *, close: bool = True, checkpoint=None) -> AsyncIterator[Result]:
     """Evaluate ``engine`` over ``events`` (async or plain iterable of
     ``Event | EventError``), yielding results as they become final; with
     ``close`` (the default) the engine is closed at the end of the input and
-    its last results are yielded too."""
+    its last results are yielded too.
+
+    ``checkpoint`` (a :class:`~spaseq_plugin.runtime.checkpoint.Checkpointer`)
+    makes the run resumable (docs/checkpoints.md): the engine, new, is
+    restored from the last checkpoint and the items of ``events`` it had read
+    are skipped (``events`` must give the same items again: a file, a
+    replayable log); checkpoints are taken as the input is read, each once the
+    results before it have been taken from this iterator.  Results after the
+    last checkpoint may come again after a restart, with the same ``id``.
+    """
     count = 0
+    skip = position = 0
+    if checkpoint is not None:
+        found = checkpoint.load()
+        if found is not None and found[0].get("finished"):
+            return
+        if found is not None:
+            engine.restore(found[1])
+            skip = position = found[1]["sources"][0]
+        engine.result_ids = checkpoint.query
+        checkpoint.start(engine.stats.events)
     async for item in _as_async(events):
+        if skip:
+            skip -= 1
+            continue
+        if checkpoint is not None and checkpoint.due(engine.stats.events) and engine.can_snapshot:
+            body = engine.snapshot()
+            body["sources"] = [position]
+            checkpoint.save(body, engine.stats.events)
+        position += 1
         if isinstance(item, Event):
             results = engine.push_event(item)
         elif item is IDLE:
@@ -109,6 +136,8 @@ async def run_async(engine, events, *, close: bool = True) -> AsyncIterator[Resu
     if close:
         for result in engine.close():
             yield result
+        if checkpoint is not None:
+            checkpoint.save({"sources": [position]}, engine.stats.events, finished=True)
 
 
 def open_source_async(location: str, stream_iri: str) -> AsyncIterator[Event | EventError]:
