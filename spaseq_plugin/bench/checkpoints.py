@@ -3,7 +3,7 @@
 ``python -m spaseq_plugin.bench.checkpoints`` prints two tables:
 
 * **size and time against active runs**: a skip-till-any query whose every
-  event starts a run that stays (``SEQ (A : B)`` within a day, no B), pushed
+  event starts a run that stays (``SEQ (A : B)`` within 30 days, no B), pushed
   N events, then snapshotted (``Engine.snapshot``), written as a checkpoint
   (JSON, fsync, rename) and restored into a new engine;
 * **throughput overhead on the bench workloads**: each default workload of
@@ -31,7 +31,7 @@ from ..runtime.nfa_runtime import StateLimits
 from .workloads import DEFAULT_WORKLOADS, WORKLOADS
 
 _QUERY = """PREFIX : <http://ex/>
-SELECT ?a ?b WITHIN 1 DAY FROM STREAM S <http://ex/s>
+SELECT ?a ?b WITHIN 30 DAYS FROM STREAM S <http://ex/s>
 WHERE { SEQ (A : B)
   DEFINE GPM A ON S { ?a :kind "a" ; :v ?v . }
   DEFINE GPM B ON S { ?b :kind "b" ; :v ?w . FILTER (?w > ?v) } }"""

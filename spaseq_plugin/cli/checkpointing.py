@@ -66,6 +66,7 @@ class RunCheckpoints:
         self.dead_letter_path = args.dead_letter
         self.delivered: list[int] | None = None       # per stream file source: items passed on
         self.sources: list = []                        # a live one may wait for checkpoints (commit)
+        self.asking: list = []
         self.output: IO[str] | None = None
         self.dead_letter: IO[str] | None = None
         self.engine: Engine | None = None
@@ -106,9 +107,12 @@ class RunCheckpoints:
         os.truncate(path, committed)
         return open(path, "a", encoding="utf-8"), committed > 0
 
-    def restore(self, engine: Engine) -> None:
+    def restore(self, engine: Engine, ids: bool) -> None:
+        """Restore ``engine`` from the checkpoint (if there is one); with ``ids``, its
+        results carry ids (they go where they may come twice: stdout, sinks)."""
         self.engine = engine
-        engine.result_ids = self.checkpointer.query
+        if ids:
+            engine.result_ids = self.checkpointer.query
         if self.body is not None:
             try:
                 engine.restore(self.body)
@@ -123,10 +127,15 @@ class RunCheckpoints:
         engine = self.engine
         if not engine.can_snapshot:
             return
-        if self.checkpointer.due(engine.stats.events) or any(
-                source.wants_checkpoint(item is IDLE) for source in self.sources
-                if hasattr(source, "wants_checkpoint")):
+        if self.checkpointer.due(engine.stats.events) or self.asking and any(
+                source.wants_checkpoint(item is IDLE) for source in self.asking):
             self.save()
+
+    def watch(self, sources: list) -> None:
+        """The run's sources: those that wait for checkpoints (``wants_checkpoint``,
+        ``commit``: an mqtt source) are asked after each item and told of each one."""
+        self.sources = list(sources)
+        self.asking = [source for source in sources if hasattr(source, "wants_checkpoint")]
 
     def input_ended(self) -> None:
         """The input ended, the engine is about to close: a live run (which ends on
@@ -136,6 +145,12 @@ class RunCheckpoints:
         its outputs are closed."""
         if self.delivered is None and self.engine.can_snapshot:
             self.save()
+
+    def finish(self) -> None:
+        """The run ended and its outputs are closed: stream files read to their end
+        are checkpointed as finished (a live run saved its state in :meth:`input_ended`)."""
+        if self.delivered is not None:
+            self.save(finished=True)
 
     def save(self, finished: bool = False) -> None:
         body = {} if finished else self.engine.snapshot()

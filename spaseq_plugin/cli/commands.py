@@ -564,7 +564,7 @@ def _stream_sources(compiled: CompiledQuery, specs: list[str], manifests: list[s
                          "merged as they arrive, in an order a restart cannot repeat; checkpoint stream "
                          "files alone, without --lateness")
     if checkpoints is not None:
-        checkpoints.sources = list(sources)
+        checkpoints.watch(sources)
         if live and len(sources) > 1 and any(hasattr(source, "commit") for source in sources):
             raise UsageError("--checkpoint: an mqtt source acknowledges what a checkpoint holds only when "
                              "it is the run's one input (several live inputs are merged as they arrive)")
@@ -773,7 +773,7 @@ def _run(args) -> int:
                 log.debug("GPM %s on %s: %s", gpm.name, ", ".join(sorted(gpm.streams)),
                           engine.evaluator.describe(gpm))
             if checkpoints is not None:
-                checkpoints.restore(engine)
+                checkpoints.restore(engine, ids=not args.output or bool(args.sink))
         started = time.perf_counter()
         interrupted = False
         stopped: LimitError | None = None
@@ -801,8 +801,8 @@ def _run(args) -> int:
             progress.done()
         for writer in writers:
             writer.close()
-        if checkpoints is not None and not interrupted and stopped is None and not live:
-            checkpoints.save(finished=True)
+        if checkpoints is not None and not interrupted and stopped is None:
+            checkpoints.finish()
     if not args.quiet:
         _summary(engine, time.perf_counter() - started, interrupted, args.on_limit)
     if stopped is not None:
