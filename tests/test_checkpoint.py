@@ -168,8 +168,12 @@ def test_killed_runs_end_with_the_uninterrupted_output(name, inputs, tmp_path):
     assert hits >= 1                        # at least one kill landed in a running process
 
 
+# More seeds: SPASEQ_KILL_SEEDS=50 pytest tests/test_checkpoint.py -k many_seeds
+KILL_SEEDS = int(os.environ.get("SPASEQ_KILL_SEEDS", "2"))
+
+
 @pytest.mark.slow
-@pytest.mark.parametrize("seed", range(2, 12))
+@pytest.mark.parametrize("seed", range(2, 2 + KILL_SEEDS))
 @pytest.mark.parametrize("name", sorted(QUERIES))
 def test_killed_runs_many_seeds(name, seed, inputs, tmp_path):
     kill_and_resume(name, seed, inputs, tmp_path, kills=2 + seed % 2)
