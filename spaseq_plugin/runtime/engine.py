@@ -49,7 +49,7 @@ from ..evaluators.spectra import SpectraEvaluator
 from ..kb import KnowledgeBase
 from ..plugins import call_started, call_stopped
 from ..stores import knowledge_base
-from .checkpoint import SnapshotReader, SnapshotWriter, decode_time, encode_time
+from .checkpoint import SnapshotReader, SnapshotWriter, decode_time, encode_time, gc_paused
 from .results import Projector, Result, result_id
 from .nfa_runtime import Match, Runtime, StateLimits
 
@@ -255,6 +255,10 @@ class Engine:
         it into an engine of the same query."""
         if not self.can_snapshot:
             raise RuntimeError("results are held back: snapshot after the next push")
+        with gc_paused():
+            return self._snapshot()
+
+    def _snapshot(self) -> dict:
         out = SnapshotWriter()
         s = self.stats
         stats = {name: getattr(s, name) for name in ("events", "triples", "rejected", "matches", "results",
@@ -278,6 +282,10 @@ class Engine:
         before any push).  Raises ``ValueError`` on a snapshot that does not fit."""
         if self.stats.events or self._time is not None:
             raise RuntimeError("restore into a new engine, before any push")
+        with gc_paused():
+            self._restore(snapshot)
+
+    def _restore(self, snapshot: dict) -> None:
         try:
             inp = SnapshotReader(snapshot["tables"])
             state = snapshot["engine"]
