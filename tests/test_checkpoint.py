@@ -508,3 +508,18 @@ def test_mqtt_runs_killed_and_a_broker_restarted_lose_no_result(mosquitto_progra
         broker.stop()
     assert out.read_bytes() == expected.read_bytes()
     assert expected.read_text().count("\n") > 5
+
+
+def test_a_costly_checkpoint_spaces_out_the_next_ones(tmp_path):
+    """--checkpoint-every SECONDS is a least interval: after a checkpoint that took c
+    seconds the next waits 19 c, so checkpoints take at most 5 % of the time."""
+    from spaseq_plugin.runtime.checkpoint import Checkpointer
+    checkpointer = Checkpointer(str(tmp_path), "query", {}, "10ms")
+    checkpointer.start(0, cost=0.01)
+    time.sleep(0.05)
+    assert not checkpointer.due(0)                  # 10 ms have passed, 190 ms have not
+    time.sleep(0.2)
+    assert checkpointer.due(0)
+    counted = Checkpointer(str(tmp_path), "query", {}, "100events")
+    counted.start(1000, cost=5.0)                   # a number of events is kept as given
+    assert not counted.due(1099) and counted.due(1100)

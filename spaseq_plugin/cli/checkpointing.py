@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import logging
 import os
+import time
 from typing import IO
 
 from ..errors import UsageError
@@ -153,11 +154,12 @@ class RunCheckpoints:
             self.save(finished=True)
 
     def save(self, finished: bool = False) -> None:
+        started = time.perf_counter()
         body = {} if finished else self.engine.snapshot()
         if self.delivered is not None:
             body["sources"] = list(self.delivered)
         body["outputs"] = {"output": _committed(self.output), "dead_letter": _committed(self.dead_letter)}
-        self.checkpointer.save(body, self.engine.stats.events, finished=finished)
+        self.checkpointer.save(body, self.engine.stats.events, finished=finished, since=started)
         for source in self.sources:
             commit = getattr(source, "commit", None)
             if commit is not None:

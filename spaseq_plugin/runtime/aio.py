@@ -35,6 +35,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import os
+import time
 from collections.abc import AsyncIterable, AsyncIterator, Iterable
 
 from ..errors import EventError
@@ -117,9 +118,10 @@ async def run_async(engine, events, *, close: bool = True, checkpoint=None) -> A
             skip -= 1
             continue
         if checkpoint is not None and checkpoint.due(engine.stats.events) and engine.can_snapshot:
+            started = time.perf_counter()
             body = engine.snapshot()
             body["sources"] = [position]
-            checkpoint.save(body, engine.stats.events)
+            checkpoint.save(body, engine.stats.events, since=started)
         position += 1
         if isinstance(item, Event):
             results = engine.push_event(item)

@@ -68,6 +68,10 @@ _LINKED = "checkpoint.previous.json.new"
 #: The default ``--checkpoint-every``: seconds between two checkpoints.
 DEFAULT_INTERVAL = "10s"
 
+#: The most of a run's time checkpoints every so many seconds may take: after one
+#: that took c seconds, the next waits at least c * (1 - share) / share.
+MAX_SHARE = 0.05
+
 _TERM_LINE = "<urn:spaseq:t> <urn:spaseq:t> {} .\n"
 
 
@@ -324,7 +328,11 @@ def parse_interval(text: str) -> tuple[float | None, int | None]:
 
 class Checkpointer:
     """Takes a run's checkpoints in ``directory`` every ``every`` (``parse_interval``)
-    and finds the one to resume from (:meth:`load`).
+    and finds the one to resume from (:meth:`load`).  An interval in seconds is
+    a least one: a checkpoint that took c seconds (its snapshot included, from
+    ``since``) is followed by at least 19 c seconds without one, so that
+    checkpoints take at most ``MAX_SHARE`` (5 %) of the run's time whatever the
+    state's size.
 
     ``query`` is the query text and ``arguments`` what else changes the results
     (a dict of plain values): both are hashed into the header and must be the
@@ -349,9 +357,11 @@ class Checkpointer:
         found = load_checkpoint(self.directory, self.query, self.arguments)
         return found
 
-    def start(self, events: int) -> None:
-        """The run (re)starts with ``events`` read: the next checkpoint is one interval away."""
-        self._next_time = _time.monotonic() + (self.seconds or 0)
+    def start(self, events: int, cost: float = 0.0) -> None:
+        """The run (re)starts with ``events`` read, or a checkpoint that took ``cost``
+        seconds was taken: the next one is one interval away."""
+        wait = max(self.seconds or 0, cost * (1 - MAX_SHARE) / MAX_SHARE)
+        self._next_time = _time.monotonic() + wait
         self._next_events = events + (self.events or 0)
 
     def due(self, events: int) -> bool:
@@ -359,8 +369,11 @@ class Checkpointer:
             return events >= self._next_events
         return _time.monotonic() >= self._next_time
 
-    def save(self, body: dict, events: int, finished: bool = False) -> None:
+    def save(self, body: dict, events: int, finished: bool = False, since: float | None = None) -> None:
+        """Write ``body`` as the next checkpoint; ``since``: when its snapshot began
+        (``time.perf_counter()``)."""
+        started = _time.perf_counter() if since is None else since
         self.last_size = write_checkpoint(self.directory, {"query": self.query, "arguments": self.arguments,
                                                            "finished": finished}, body)
         self.taken += 1
-        self.start(events)
+        self.start(events, _time.perf_counter() - started)
