@@ -647,7 +647,10 @@ class Runtime:
                     run.spent |= 1 << edge.index
                 continue
             base = run.base_mu if edge.loop else run.mu
-            key = run.keys[edge.index]
+            # An evaluator answering one mapping at the cost of a lookup (evaluate_one)
+            # finds a failing join as fast as the probe would: asking what the batch
+            # offers first only pays when each evaluation is a query.
+            key = None if self._evaluate_one is not None else run.keys[edge.index]
             offered = None if key is None else self._offered(edge, events)
             if offered is not None and key not in offered:
                 extensions = ()     # the join fails: no standalone solution has the run's values
