@@ -193,11 +193,16 @@ class SpectraEvaluator:
         the KB's or Oxigraph's, all in canonical form already, so they are
         compared with the event's canonical terms as they are (``evaluate``
         canonicalises the mappings it is given)."""
-        plan = self.plan(gpm)
+        plan = self._plans.get(gpm, _UNKNOWN)
+        if plan is _UNKNOWN:
+            plan = self.plan(gpm)
         if plan is not None:
             try:
-                state = self._state(event)
-                solutions = self._standalone(gpm, plan, state)
+                # the runtime asks about one event, and one GPM on it, many times in a row
+                state = self._last_state if event is self._last_event else self._state(event)
+                solutions = state.standalone.get(gpm)
+                if solutions is None:
+                    solutions = self._standalone(gpm, plan, state)
                 if not mapping and not plan.stateful_filters:
                     return solutions
                 return self._extend(gpm, plan, solutions, mapping, state)
@@ -435,12 +440,18 @@ class SpectraEvaluator:
     def _extend(self, gpm: GpmPattern, plan: Plan, solutions: list[Solution],
                 mapping: Mapping[str, Term], state: _EventState) -> list[Solution]:
         """The standalone solutions compatible with one run's bindings, filtered."""
-        shared = tuple([v for v in plan.bound_order if v in mapping])
-        if shared:
-            candidates = self._index(gpm, shared, solutions, state).get(
-                tuple([mapping[v] for v in shared]), _NONE)
-        else:
+        shared = [v for v in plan.bound_order if v in mapping]
+        if not shared:
             candidates = solutions
+        elif len(solutions) == 1:       # the common case: compared, without an index
+            solution = solutions[0]
+            for v in shared:
+                if solution[v] != mapping[v]:
+                    return _NONE
+            candidates = solutions
+        else:
+            candidates = self._index(gpm, tuple(shared), solutions, state).get(
+                tuple([mapping[v] for v in shared]), _NONE)
         filters = plan.stateful_filters
         if not filters or not candidates:
             # Every solution binds all of plan.bound, so the index already made

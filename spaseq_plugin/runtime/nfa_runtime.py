@@ -1139,11 +1139,12 @@ def partition_keys(compiled: CompiledQuery, placement: list[GpmPattern], event: 
     placement pattern (``distinct_placement``) binds on it; ``standalone(gpm)`` gives a
     GPM's solutions on the event."""
     keys = set()
+    variables = compiled.query.partition_by
     for gpm in placement:
         if event.stream not in gpm.streams:
             continue
         for solution in standalone(gpm):
-            key = tuple(solution.get(v) for v in compiled.query.partition_by)
+            key = tuple([solution.get(v) for v in variables])
             if None not in key:
                 keys.add(key)
     return keys
