@@ -70,6 +70,25 @@ def compiled_files(folder: str, stem: str) -> list[str]:
         return []
 
 
+class shadow:
+    """What a hot module uses of Cython's ``cython`` module when it runs interpreted
+    and Cython is not installed: typed declarations that change nothing.  Compiled,
+    ``import cython`` is Cython's own, and these declarations make C types.
+
+    A typed class declares its attributes for Cython under ``if cython.compiled:``
+    and names them in ``__slots__`` otherwise (``cython.declare`` would make class
+    attributes, which ``__slots__`` forbids)."""
+    compiled = False
+
+    @staticmethod
+    def cclass(cls):
+        return cls
+
+    @staticmethod
+    def locals(**types):
+        return lambda function: function
+
+
 def pure_requested() -> bool:
     return os.environ.get(PURE_ENV, "") not in ("", "0")
 

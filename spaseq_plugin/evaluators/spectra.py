@@ -59,6 +59,11 @@ from dataclasses import dataclass, field
 from typing import Mapping, Sequence
 
 import pyoxigraph as ox
+
+try:
+    import cython
+except ImportError:     # interpreted, without Cython installed
+    from ..compiled import shadow as cython
 from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import BNode, Literal, URIRef, Variable
 
@@ -123,13 +128,23 @@ class Plan:
         self.stateful_reads = tuple(sorted(self.mentioned - self.bound))
 
 
-@dataclass(eq=False, slots=True)
+@cython.cclass
 class _EventState:
-    """What the evaluator knows of one event: its summary and what was solved on it."""
-    views: dict
-    standalone: dict = field(default_factory=dict)    # GpmPattern -> standalone solutions
-    by_shape: dict = field(default_factory=dict)      # plan shape -> (plan, solutions)
-    indexes: dict = field(default_factory=dict)       # (GpmPattern, variables) -> value tuple -> solutions
+    """What the evaluator knows of one event: its summary and what was solved on it.
+    (A Cython extension type when compiled: see runtime/nfa_runtime.py's Run.)"""
+    if cython.compiled:
+        views = cython.declare(dict, visibility="public")
+        standalone = cython.declare(dict, visibility="public")
+        by_shape = cython.declare(dict, visibility="public")
+        indexes = cython.declare(dict, visibility="public")
+    else:
+        __slots__ = ("views", "standalone", "by_shape", "indexes")
+
+    def __init__(self, views: dict):
+        self.views = views
+        self.standalone = {}     # GpmPattern -> standalone solutions
+        self.by_shape = {}       # plan shape -> (plan, solutions)
+        self.indexes = {}        # (GpmPattern, variables) -> value tuple -> solutions
 
 
 @term_cache
@@ -182,6 +197,7 @@ class SpectraEvaluator:
             out.append([{**restricted, **s} for s in self.evaluate_one(gpm, event, restricted)])
         return out
 
+    @cython.locals(state=_EventState)
     def evaluate_one(self, gpm: GpmPattern, event: Event, mapping: Mapping[str, Term]) -> list[Solution]:
         """The solutions of ``gpm`` on ``event`` compatible with ``mapping``, a
         run's whole μ (only the GPM's variables count).  A solution binds the
@@ -242,6 +258,7 @@ class SpectraEvaluator:
         key = tuple([mapping.get(v) for v in variables])     # (canonical already: see evaluate_one)
         return None if None in key else key
 
+    @cython.locals(state=_EventState)
     def solution_keys(self, gpm: GpmPattern, event: Event, variables: tuple[str, ...]) -> dict | None:
         """The values of ``variables`` (from :meth:`certain_variables`) in ``gpm``'s
         standalone solutions on ``event``, as a dict keyed by value tuple.  A run
@@ -353,6 +370,7 @@ class SpectraEvaluator:
 
     # -- per event -------------------------------------------------------------
 
+    @cython.locals(state=_EventState)
     def _state(self, event: Event) -> _EventState:
         if event is self._last_event:       # the runtime asks about one event many times in a row
             return self._last_state
@@ -364,6 +382,7 @@ class SpectraEvaluator:
         self._last_event, self._last_state = event, state
         return state
 
+    @cython.locals(state=_EventState)
     def _standalone(self, gpm: GpmPattern, plan: Plan, state: _EventState) -> list[Solution]:
         """``gpm``'s solutions on the event without any run's bindings: solved once
         per plan shape and event, renamed for the other GPMs of that shape."""
@@ -427,6 +446,7 @@ class SpectraEvaluator:
         return rows
 
     @staticmethod
+    @cython.locals(state=_EventState)
     def _index(gpm: GpmPattern, variables: tuple[str, ...], solutions: list[Solution],
                state: _EventState) -> dict:
         """The standalone solutions by their values of ``variables`` (built once per event)."""
@@ -437,6 +457,7 @@ class SpectraEvaluator:
                 index.setdefault(tuple(s[v] for v in variables), []).append(s)
         return index
 
+    @cython.locals(state=_EventState)
     def _extend(self, gpm: GpmPattern, plan: Plan, solutions: list[Solution],
                 mapping: Mapping[str, Term], state: _EventState) -> list[Solution]:
         """The standalone solutions compatible with one run's bindings, filtered."""

@@ -137,8 +137,13 @@ from __future__ import annotations
 import bisect
 import heapq
 import itertools
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Callable, Iterable
+
+try:
+    import cython
+except ImportError:     # interpreted, without Cython installed
+    from ..compiled import shadow as cython
 
 from ..errors import StateLimitError
 from ..language.compiler import CompiledQuery
@@ -199,73 +204,145 @@ class Probe:
     upward: bool = False                # the run's number must be >= the least ?compared (else <= the greatest)
 
 
-@dataclass(eq=False, slots=True)
+# The classes below are Cython extension types when the module is compiled (typed
+# attributes, read in C by the functions that declare their arguments' types with
+# cython.locals) and plain slots classes when it runs interpreted.
+
+@cython.cclass
 class Run:
-    state: State
-    mu: dict[str, Term]
-    base_mu: dict[str, Term] | None     # μ before this state's Kleene atom
-    events: tuple[Event, ...]
-    first: Time
-    last: Time
-    iterations: tuple[tuple[int, tuple[Solution, ...]], ...]   # Kleene atom index -> local bindings
-    partition: tuple
-    spent: int = 0                      # bit i set: edge i can no longer fire
-    dead: bool = False
-    keys: tuple = ()                    # per edge: the run's values of its probe variables, or None
+    """A partial match (see the module docstring)."""
+    if cython.compiled:
+        state = cython.declare(object, visibility="public")
+        mu = cython.declare(dict, visibility="public")
+        base_mu = cython.declare(object, visibility="public")
+        events = cython.declare(tuple, visibility="public")
+        first = cython.declare(object, visibility="public")
+        last = cython.declare(object, visibility="public")
+        iterations = cython.declare(tuple, visibility="public")
+        partition = cython.declare(tuple, visibility="public")
+        spent = cython.declare(object, visibility="public")
+        dead = cython.declare(cython.bint, visibility="public")
+        keys = cython.declare(tuple, visibility="public")
+    else:
+        __slots__ = ("state", "mu", "base_mu", "events", "first", "last", "iterations", "partition",
+                     "spent", "dead", "keys")
+
+    def __init__(self, state: State, mu: dict[str, Term], base_mu: dict[str, Term] | None,
+                 events: tuple[Event, ...], first: Time, last: Time,
+                 iterations: tuple[tuple[int, tuple[Solution, ...]], ...], partition: tuple):
+        self.state = state
+        self.mu = mu
+        self.base_mu = base_mu              # μ before this state's Kleene atom
+        self.events = events
+        self.first = first
+        self.last = last
+        self.iterations = iterations        # Kleene atom index -> local bindings
+        self.partition = partition
+        self.spent = 0                      # bit i set: edge i can no longer fire
+        self.dead = False
+        self.keys = ()                      # per edge: the run's values of its probe variables, or None
 
     def alive_edges(self):
-        for edge in self.state.edges:
-            if not self.spent & (1 << edge.index):
-                yield edge
+        return [edge for edge in self.state.edges if not self.spent & (1 << edge.index)]
 
 
-@dataclass(eq=False, slots=True)
+@cython.cclass
 class Match:
     """A complete match: what results are made of."""
-    time: Time
-    mu: dict[str, Term]
-    events: tuple[Event, ...]
-    iterations: tuple[tuple[int, tuple[Solution, ...]], ...]
+    if cython.compiled:
+        time = cython.declare(object, visibility="public")
+        mu = cython.declare(object, visibility="public")
+        events = cython.declare(object, visibility="public")
+        iterations = cython.declare(object, visibility="public")
+    else:
+        __slots__ = ("time", "mu", "events", "iterations")
+
+    def __init__(self, time: Time, mu: dict[str, Term], events: tuple[Event, ...],
+                 iterations: tuple[tuple[int, tuple[Solution, ...]], ...]):
+        self.time = time
+        self.mu = mu
+        self.events = events
+        self.iterations = iterations
 
 
-@dataclass(eq=False, slots=True)
+@cython.cclass
 class _Pending:
     """A match waiting for its trailing negations' window to close."""
-    run: Run
-    guards: tuple[GpmPattern, ...]
-    deadline: Time
-    killed: bool = False
+    if cython.compiled:
+        run = cython.declare(Run, visibility="public")
+        guards = cython.declare(tuple, visibility="public")
+        deadline = cython.declare(object, visibility="public")
+        killed = cython.declare(cython.bint, visibility="public")
+    else:
+        __slots__ = ("run", "guards", "deadline", "killed")
+
+    def __init__(self, run: Run, guards: tuple[GpmPattern, ...], deadline: Time):
+        self.run = run
+        self.guards = guards
+        self.deadline = deadline
+        self.killed = False
 
 
-@dataclass(eq=False, slots=True)
+@cython.cclass
 class _Bucket:
     """The runs waiting on an edge with one probe key: ``sorted`` by ``numbers``
     (their numbers in the probe's ``against`` variable), the others ``unsorted``."""
-    numbers: list[float] = field(default_factory=list)
-    sorted: list[Run] = field(default_factory=list)
-    unsorted: list[Run] = field(default_factory=list)
+    if cython.compiled:
+        numbers = cython.declare(list, visibility="public")
+        sorted = cython.declare(list, visibility="public")
+        unsorted = cython.declare(list, visibility="public")
+    else:
+        __slots__ = ("numbers", "sorted", "unsorted")
+
+    def __init__(self):
+        self.numbers = []
+        self.sorted = []
+        self.unsorted = []
 
 
-@dataclass(eq=False, slots=True)
+@cython.cclass
 class _Waiting:
     """The runs waiting on one non-strict edge: filed by probe key, or loose."""
-    keyed: dict[tuple, _Bucket] = field(default_factory=dict)
-    loose: list[Run] = field(default_factory=list)
+    if cython.compiled:
+        keyed = cython.declare(dict, visibility="public")
+        loose = cython.declare(list, visibility="public")
+    else:
+        __slots__ = ("keyed", "loose")
+
+    def __init__(self):
+        self.keyed = {}         # probe key -> _Bucket
+        self.loose = []
 
 
-@dataclass(eq=False, slots=True)
+@cython.cclass
 class _Partition:
     """Everything of one PARTITION BY key (see "Where the state lives")."""
-    key: tuple
-    waiting: dict[Edge, _Waiting] = field(default_factory=dict)
-    strict: list[Run] = field(default_factory=list)      # runs whose next timestamp is pending
-    pending: list[tuple[Time, int, _Pending]] = field(default_factory=list)    # a heap by deadline
-    buffer: list[Event] = field(default_factory=list)    # events negation guards may need
-    ages: list[tuple[Time, int, Run]] = field(default_factory=list)    # a heap by first τ
-    runs: int = 0            # live runs and pending matches
-    garbage: int = 0         # runs dead since the indexes were last compacted
-    filed: bool = False      # has an entry in Runtime._deadlines
-    dropped: bool = False    # no longer in Runtime.partitions
+    if cython.compiled:
+        key = cython.declare(tuple, visibility="public")
+        waiting = cython.declare(dict, visibility="public")
+        strict = cython.declare(list, visibility="public")
+        pending = cython.declare(list, visibility="public")
+        buffer = cython.declare(list, visibility="public")
+        ages = cython.declare(list, visibility="public")
+        runs = cython.declare(object, visibility="public")
+        garbage = cython.declare(object, visibility="public")
+        filed = cython.declare(cython.bint, visibility="public")
+        dropped = cython.declare(cython.bint, visibility="public")
+    else:
+        __slots__ = ("key", "waiting", "strict", "pending", "buffer", "ages", "runs", "garbage",
+                     "filed", "dropped")
+
+    def __init__(self, key: tuple):
+        self.key = key
+        self.waiting = {}        # Edge -> _Waiting
+        self.strict = []         # runs whose next timestamp is pending
+        self.pending = []        # (deadline, seq, _Pending): a heap by deadline
+        self.buffer = []         # events negation guards may need
+        self.ages = []           # (first τ, seq, Run): a heap by first τ
+        self.runs = 0            # live runs and pending matches
+        self.garbage = 0         # runs dead since the indexes were last compacted
+        self.filed = False       # has an entry in Runtime._deadlines
+        self.dropped = False     # no longer in Runtime.partitions
 
 
 class Runtime:
@@ -506,6 +583,7 @@ class Runtime:
 
     # -- per partition ---------------------------------------------------
 
+    @cython.locals(part=_Partition, run=Run)
     def _process_partition(self, part: _Partition, time: Time, events: list[Event]) -> None:
         if part.pending:
             self._check_pending(part, events)
@@ -561,6 +639,7 @@ class Runtime:
                 buffer.clear()
 
     @staticmethod
+    @cython.locals(run=Run)
     def _collect(edge: Edge, runs: list[Run], candidates: dict[int, Run]) -> list[Run]:
         """Add the runs still waiting on ``edge`` to ``candidates``; the list without the others."""
         kept = []
@@ -571,6 +650,7 @@ class Runtime:
                 candidates[id(run)] = run
         return kept
 
+    @cython.locals(bucket=_Bucket, run=Run)
     def _visit(self, edge: Edge, bucket: _Bucket, limit: float | None, upward: bool,
                candidates: dict[int, Run]) -> bool:
         """Add the bucket's runs the batch may extend to ``candidates`` (sorted runs
@@ -631,6 +711,7 @@ class Runtime:
                 for solution, used in self._match(edge, _EMPTY, events, True):
                     self._extend(part, self._root, edge, dict(solution), used, time, created, True)
 
+    @cython.locals(part=_Partition, run=Run)
     def _advance(self, part: _Partition, run: Run, time: Time, events: list[Event],
                  created: list[Run], strict_turn: bool) -> None:
         """Try every live edge of ``run`` on the batch; spend edges per strategy."""
@@ -666,6 +747,7 @@ class Runtime:
         if run.spent == (1 << len(run.state.edges)) - 1 and not run.dead:
             self._kill(part, run)
 
+    @cython.locals(part=_Partition, run=Run, new=Run)
     def _extend(self, part, run: Run, edge: Edge, mu, used, time, created, is_root) -> None:
         target = edge.target
         iterations = run.iterations
@@ -833,6 +915,7 @@ class Runtime:
 
     # -- windows -----------------------------------------------------------
 
+    @cython.locals(part=_Partition, run=Run)
     def _expire(self, time: Time) -> None:
         """Kill the runs that started more than a window before ``time``: pop the
         partitions whose oldest run did, and in each the runs that did."""
@@ -871,6 +954,7 @@ class Runtime:
 
     # -- bookkeeping -------------------------------------------------------
 
+    @cython.locals(part=_Partition)
     def _settle(self, part: _Partition) -> None:
         """After a change to ``part`` (its batch, an expiry, an emission): drop it
         when nothing in it can fire any more; compact its indexes when dead runs
@@ -910,6 +994,7 @@ class Runtime:
         heapq.heapify(part.pending)
         part.garbage = 0
 
+    @cython.locals(part=_Partition, run=Run, waiting=_Waiting, bucket=_Bucket)
     def _register(self, part: _Partition, run: Run) -> None:
         size = _run_bytes(run)
         if self._full(part, size) and not self._make_room(part, run, size):
@@ -959,6 +1044,7 @@ class Runtime:
                         mapping_key(run.base_mu if edge.loop else run.mu, probe.variables))
         return tuple(keys)
 
+    @cython.locals(part=_Partition, run=Run)
     def _kill(self, part: _Partition, run: Run) -> None:
         if not run.dead:
             run.dead = True
@@ -969,6 +1055,7 @@ class Runtime:
 
     # -- limits --------------------------------------------------------------
 
+    @cython.locals(part=_Partition)
     def _full(self, part: _Partition, size: int) -> bool:
         """Whether one more run (or pending match) of ``size`` bytes in ``part`` passes a limit."""
         return (part.runs >= self._max_partition_runs or self.active_runs >= self._max_runs
@@ -1107,6 +1194,7 @@ class Runtime:
                     probes[edge] = best[1]
         return probes
 
+    @cython.locals(run=Run)
     def _emit_run(self, run: Run, time: Time) -> None:
         match = Match(time, run.mu, run.events, run.iterations)
         if self._batching:
@@ -1157,6 +1245,7 @@ RSS_PER_OBJECT_BYTE = 2     # resident memory per byte of objects (_run_bytes)
 _PENDING_BYTES = 400       # a pending match: its object and its two heap entries (x2, as _run_bytes)
 
 
+@cython.locals(run=Run)
 def _run_bytes(run: Run) -> int:
     """About the resident memory a run adds (CPython 3.11, 64 bits): the run, its
     heap and index entries, its mapping, its tuple of events, its Kleene
