@@ -85,6 +85,10 @@ class shadow:
         return cls
 
     @staticmethod
+    def cfunc(function):
+        return function
+
+    @staticmethod
     def locals(**types):
         return lambda function: function
 

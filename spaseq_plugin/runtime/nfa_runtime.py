@@ -345,6 +345,7 @@ class _Partition:
         self.dropped = False     # no longer in Runtime.partitions
 
 
+@cython.cclass
 class Runtime:
     """Executes one compiled query over a time-ordered event sequence.
 
@@ -354,6 +355,51 @@ class Runtime:
     defaults when not given); a cap reached under the ``fail`` policy raises
     :class:`StateLimitError` from :meth:`process_batch`.
     """
+    if cython.compiled:
+        q = cython.declare(object, visibility="public")
+        nfa = cython.declare(object, visibility="public")
+        evaluator = cython.declare(object, visibility="public")
+        emit = cython.declare(object, visibility="public")
+        window = cython.declare(object, visibility="public")
+        tumbling = cython.declare(object, visibility="public")
+        tumbling_start = cython.declare(object, visibility="public")
+        window_end = cython.declare(object, visibility="public")
+        partitions = cython.declare(dict, visibility="public")
+        pending_heap = cython.declare(list, visibility="public")
+        _seq = cython.declare(object, visibility="public")
+        needs_buffer = cython.declare(object, visibility="public")
+        active_runs = cython.declare(object, visibility="public")
+        peak_runs = cython.declare(object, visibility="public")
+        peak_keys = cython.declare(object, visibility="public")
+        state_bytes = cython.declare(object, visibility="public")
+        dropped_runs = cython.declare(object, visibility="public")
+        limits = cython.declare(object, visibility="public")
+        _max_runs = cython.declare(object, visibility="public")
+        _max_partition_runs = cython.declare(object, visibility="public")
+        _max_state_bytes = cython.declare(object, visibility="public")
+        _batch_matches = cython.declare(list, visibility="public")
+        _batching = cython.declare(cython.bint, visibility="public")
+        _memo = cython.declare(dict, visibility="public")
+        _deadlines = cython.declare(list, visibility="public")
+        _stale_deadlines = cython.declare(object, visibility="public")
+        _batch_streams = cython.declare(object, visibility="public")
+        _prefetching = cython.declare(object, visibility="public")
+        _evaluate_one = cython.declare(object, visibility="public")
+        _probes = cython.declare(dict, visibility="public")
+        _placement = cython.declare(object, visibility="public")
+        _partition_by = cython.declare(object, visibility="public")
+        _root = cython.declare(Run, visibility="public")
+        _batch_keys = cython.declare(dict, visibility="public")
+        _waiting_on = cython.declare(dict, visibility="public")
+        _strict_states = cython.declare(object, visibility="public")
+    else:
+        __slots__ = ("q", "nfa", "evaluator", "emit", "window", "tumbling", "tumbling_start",
+                     "window_end", "partitions", "pending_heap", "_seq", "needs_buffer",
+                     "active_runs", "peak_runs", "peak_keys", "state_bytes", "dropped_runs",
+                     "limits", "_max_runs", "_max_partition_runs", "_max_state_bytes",
+                     "_batch_matches", "_batching", "_memo", "_deadlines", "_stale_deadlines",
+                     "_batch_streams", "_prefetching", "_evaluate_one", "_probes", "_placement",
+                     "_partition_by", "_root", "_batch_keys", "_waiting_on", "_strict_states")
 
     def __init__(self, compiled: CompiledQuery, evaluator: GpmEvaluator,
                  emit: Callable[[Match], None], start: Time | None = None,
@@ -422,6 +468,7 @@ class Runtime:
                 self.emit(match)
             matches.clear()
 
+    @cython.cfunc
     def _process_batch(self, time: Time, events: list[Event]) -> None:
         self._memo = {}
         if self.tumbling:
@@ -583,6 +630,7 @@ class Runtime:
 
     # -- per partition ---------------------------------------------------
 
+    @cython.cfunc
     @cython.locals(part=_Partition, run=Run)
     def _process_partition(self, part: _Partition, time: Time, events: list[Event]) -> None:
         if part.pending:
@@ -650,6 +698,7 @@ class Runtime:
                 candidates[id(run)] = run
         return kept
 
+    @cython.cfunc
     @cython.locals(bucket=_Bucket, run=Run)
     def _visit(self, edge: Edge, bucket: _Bucket, limit: float | None, upward: bool,
                candidates: dict[int, Run]) -> bool:
@@ -673,6 +722,7 @@ class Runtime:
                 runs[low:high] = kept
         return bool(bucket.sorted or bucket.unsorted)
 
+    @cython.cfunc
     def _offered(self, edge: Edge, events: list[Event]) -> dict | None:
         """What the batch offers ``edge``'s runs: probe key -> the limit on their
         number (``None``: no limit).  ``None``: not known, every run may extend."""
@@ -695,6 +745,7 @@ class Runtime:
         self._batch_keys[edge] = offered
         return offered
 
+    @cython.cfunc
     def _limit(self, probe: Probe, solutions: list) -> float | None:
         if probe.compared is None:
             return None
@@ -703,6 +754,7 @@ class Runtime:
             return None
         return min(numbers) if probe.upward else max(numbers)
 
+    @cython.cfunc
     def _start(self, part: _Partition, time: Time, events: list[Event], created: list[Run]) -> None:
         """New runs: every way an initial edge matches the batch (whatever the
         strategy: a run starts at any event)."""
@@ -711,6 +763,7 @@ class Runtime:
                 for solution, used in self._match(edge, _EMPTY, events, True):
                     self._extend(part, self._root, edge, dict(solution), used, time, created, True)
 
+    @cython.cfunc
     @cython.locals(part=_Partition, run=Run)
     def _advance(self, part: _Partition, run: Run, time: Time, events: list[Event],
                  created: list[Run], strict_turn: bool) -> None:
@@ -747,6 +800,7 @@ class Runtime:
         if run.spent == (1 << len(run.state.edges)) - 1 and not run.dead:
             self._kill(part, run)
 
+    @cython.cfunc
     @cython.locals(part=_Partition, run=Run, new=Run)
     def _extend(self, part, run: Run, edge: Edge, mu, used, time, created, is_root) -> None:
         target = edge.target
@@ -771,6 +825,7 @@ class Runtime:
         if target.edges:
             created.append(new)
 
+    @cython.cfunc
     def _match(self, edge: Edge, mu: dict, events: list[Event], standalone: bool):
         """The ways ``edge``'s atom matches the batch under ``mu``: (solution, events used)."""
         atom = edge.atom
@@ -814,6 +869,7 @@ class Runtime:
                     out.append((s, (event,)))
         return out
 
+    @cython.cfunc
     def _prefetch(self, runs: list[Run], events: list[Event], strict: set[int]) -> None:
         """Evaluate, one query per (GPM, event), what the runs' edges will ask.
 
@@ -840,6 +896,7 @@ class Runtime:
             for key, solutions in zip(by_key, answers):
                 self._memo[(gpm, event, key)] = solutions
 
+    @cython.cfunc
     def _evaluate(self, gpm: GpmPattern, event: Event, mu: dict, standalone: bool) -> list[Solution]:
         """Solutions of ``gpm`` on ``event`` under ``mu``, memoised for the batch
         unless the evaluator answers one mapping at the cost of a lookup."""
@@ -854,6 +911,7 @@ class Runtime:
 
     # -- negation ----------------------------------------------------------
 
+    @cython.cfunc
     def _guard_hit(self, part: _Partition, guards, mu, after: Time, before: Time) -> bool:
         for event in part.buffer:
             if after < event.time < before:
@@ -862,6 +920,7 @@ class Runtime:
                         return True
         return False
 
+    @cython.cfunc
     def _add_pending(self, part: _Partition, run: Run, guards) -> None:
         if self.tumbling:
             deadline = self.window_end
@@ -877,6 +936,7 @@ class Runtime:
         part.runs += 1
         self.state_bytes += _PENDING_BYTES
 
+    @cython.cfunc
     def _check_pending(self, part: _Partition, events: list[Event]) -> None:
         alive = []
         for entry in part.pending:
@@ -894,6 +954,7 @@ class Runtime:
             heapq.heapify(alive)
             part.pending = alive
 
+    @cython.cfunc
     def _emit_due_pending(self, time: Time) -> None:
         heap = self.pending_heap
         while heap and (heap[0][0] < time or (self.tumbling and heap[0][0] <= time)):
@@ -903,6 +964,7 @@ class Runtime:
                 self._emit_run(pending.run, deadline)
                 self._settle(part)
 
+    @cython.cfunc
     def _retire(self, pending: _Pending) -> _Partition:
         """A pending match is emitted or killed: it no longer counts."""
         pending.killed = True
@@ -915,6 +977,7 @@ class Runtime:
 
     # -- windows -----------------------------------------------------------
 
+    @cython.cfunc
     @cython.locals(part=_Partition, run=Run)
     def _expire(self, time: Time) -> None:
         """Kill the runs that started more than a window before ``time``: pop the
@@ -934,6 +997,7 @@ class Runtime:
                     self._kill(part, run)
             self._settle(part)
 
+    @cython.cfunc
     def _tumble(self, time: Time) -> None:
         if self.window_end is None:
             start = self.tumbling_start if self.tumbling_start is not None else time
@@ -954,6 +1018,7 @@ class Runtime:
 
     # -- bookkeeping -------------------------------------------------------
 
+    @cython.cfunc
     @cython.locals(part=_Partition)
     def _settle(self, part: _Partition) -> None:
         """After a change to ``part`` (its batch, an expiry, an emission): drop it
@@ -977,6 +1042,7 @@ class Runtime:
             part.filed = True
             heapq.heappush(self._deadlines, (part.ages[0][0], next(self._seq), part))
 
+    @cython.cfunc
     def _compact(self, part: _Partition) -> None:
         """Forget the dead runs (and spent edges) in all of ``part``'s indexes."""
         for edge, waiting in list(part.waiting.items()):
@@ -994,6 +1060,7 @@ class Runtime:
         heapq.heapify(part.pending)
         part.garbage = 0
 
+    @cython.cfunc
     @cython.locals(part=_Partition, run=Run, waiting=_Waiting, bucket=_Bucket)
     def _register(self, part: _Partition, run: Run) -> None:
         size = _run_bytes(run)
@@ -1044,6 +1111,7 @@ class Runtime:
                         mapping_key(run.base_mu if edge.loop else run.mu, probe.variables))
         return tuple(keys)
 
+    @cython.cfunc
     @cython.locals(part=_Partition, run=Run)
     def _kill(self, part: _Partition, run: Run) -> None:
         if not run.dead:
@@ -1055,12 +1123,14 @@ class Runtime:
 
     # -- limits --------------------------------------------------------------
 
+    @cython.cfunc
     @cython.locals(part=_Partition)
     def _full(self, part: _Partition, size: int) -> bool:
         """Whether one more run (or pending match) of ``size`` bytes in ``part`` passes a limit."""
         return (part.runs >= self._max_partition_runs or self.active_runs >= self._max_runs
                 or self.state_bytes + size > self._max_state_bytes)
 
+    @cython.cfunc
     def _make_room(self, part: _Partition, run: Run, size: int) -> bool:
         """A limit is reached: apply the policy.  True when the new ``run`` (or a
         pending match of it), of ``size`` bytes, may now be kept in ``part``."""
@@ -1074,6 +1144,7 @@ class Runtime:
                 return False
         return True
 
+    @cython.cfunc
     def _evict_oldest(self, scope: _Partition | None, current: _Partition) -> bool:
         """Drop the partial match that started first, in ``scope`` or in the whole
         query; False when there is none (``current``, being processed, is settled
@@ -1092,6 +1163,7 @@ class Runtime:
             self._settle(part)
         return True
 
+    @cython.cfunc
     def _oldest_run(self, scope: _Partition | None, current: _Partition) -> tuple[_Partition, Run | None]:
         """The live run with the least first τ, of ``scope`` or of the query: the
         top of a partition's ``ages``; across partitions, the top of ``_deadlines``
@@ -1117,6 +1189,7 @@ class Runtime:
                 heapq.heappush(heap, (run.first, next(self._seq), part))
         return oldest
 
+    @cython.cfunc
     def _oldest_pending(self, scope: _Partition | None) -> _Pending | None:
         heap = scope.pending if scope is not None else self.pending_heap
         while heap and heap[0][2].killed:
@@ -1194,6 +1267,7 @@ class Runtime:
                     probes[edge] = best[1]
         return probes
 
+    @cython.cfunc
     @cython.locals(run=Run)
     def _emit_run(self, run: Run, time: Time) -> None:
         match = Match(time, run.mu, run.events, run.iterations)
