@@ -164,8 +164,24 @@ def _order_number(term: Term) -> float | None:
 _KEPT_EVENTS = 16         # event summaries kept: more than a batch of simultaneous events needs
 
 
+@cython.cclass
 class SpectraEvaluator:
-    """The fast path with the Oxigraph evaluator as per-GPM fallback."""
+    """The fast path with the Oxigraph evaluator as per-GPM fallback.  (A Cython
+    extension type when compiled, its per-event steps C functions.)"""
+    if cython.compiled:
+        kb = cython.declare(object, visibility="public")
+        _fallback = cython.declare(object, visibility="public")
+        materialize_limit = cython.declare(object, visibility="public")
+        _plans = cython.declare(dict, visibility="public")
+        _reasons = cython.declare(dict, visibility="public")
+        _events = cython.declare(dict, visibility="public")
+        _last_event = cython.declare(object, visibility="public")
+        _last_state = cython.declare(_EventState, visibility="public")
+        _predicates = cython.declare(set, visibility="public")
+        fallbacks = cython.declare(object, visibility="public")
+    else:
+        __slots__ = ("kb", "_fallback", "materialize_limit", "_plans", "_reasons", "_events", "_last_event",
+                     "_last_state", "_predicates", "fallbacks")
 
     def __init__(self, kb: KnowledgeBase | None = None, *, materialize_limit: int = 500_000,
                  fallback: OxigraphEvaluator | None = None):
@@ -269,7 +285,7 @@ class SpectraEvaluator:
             return None
         try:
             state = self._state(event)
-            return self._index(gpm, variables, self._standalone(gpm, plan, state), state)
+            return _index(gpm, variables, self._standalone(gpm, plan, state), state)
         except Unsupported:
             return None
 
@@ -370,6 +386,7 @@ class SpectraEvaluator:
 
     # -- per event -------------------------------------------------------------
 
+    @cython.cfunc
     @cython.locals(state=_EventState)
     def _state(self, event: Event) -> _EventState:
         if event is self._last_event:       # the runtime asks about one event many times in a row
@@ -382,6 +399,7 @@ class SpectraEvaluator:
         self._last_event, self._last_state = event, state
         return state
 
+    @cython.cfunc
     @cython.locals(state=_EventState)
     def _standalone(self, gpm: GpmPattern, plan: Plan, state: _EventState) -> list[Solution]:
         """``gpm``'s solutions on the event without any run's bindings: solved once
@@ -402,6 +420,7 @@ class SpectraEvaluator:
             state.standalone[gpm] = solutions
         return solutions
 
+    @cython.cfunc
     def _solve(self, plan: Plan, event_views: dict) -> list[Solution]:
         views = []
         for pattern in plan.patterns:
@@ -420,6 +439,7 @@ class SpectraEvaluator:
             solutions = [s for s in solutions if all(keep(s) for keep in final)]
         return solutions
 
+    @cython.cfunc
     def _join_kb(self, join: _KbJoin, solutions: list[Solution]) -> list[Solution]:
         out = []
         for solution in solutions:
@@ -445,18 +465,7 @@ class SpectraEvaluator:
             join.rows.clear()
         return rows
 
-    @staticmethod
-    @cython.locals(state=_EventState)
-    def _index(gpm: GpmPattern, variables: tuple[str, ...], solutions: list[Solution],
-               state: _EventState) -> dict:
-        """The standalone solutions by their values of ``variables`` (built once per event)."""
-        index = state.indexes.get((gpm, variables))
-        if index is None:
-            index = state.indexes[(gpm, variables)] = {}
-            for s in solutions:
-                index.setdefault(tuple(s[v] for v in variables), []).append(s)
-        return index
-
+    @cython.cfunc
     @cython.locals(state=_EventState)
     def _extend(self, gpm: GpmPattern, plan: Plan, solutions: list[Solution],
                 mapping: Mapping[str, Term], state: _EventState) -> list[Solution]:
@@ -471,7 +480,7 @@ class SpectraEvaluator:
                     return _NONE
             candidates = solutions
         else:
-            candidates = self._index(gpm, tuple(shared), solutions, state).get(
+            candidates = _index(gpm, tuple(shared), solutions, state).get(
                 tuple([mapping[v] for v in shared]), _NONE)
         filters = plan.stateful_filters
         if not filters or not candidates:
@@ -488,6 +497,19 @@ class SpectraEvaluator:
             else:
                 out.append(s)
         return out
+
+
+@cython.cfunc
+@cython.locals(state=_EventState)
+def _index(gpm: GpmPattern, variables: tuple[str, ...], solutions: list[Solution],
+           state: _EventState) -> dict:
+    """The standalone solutions by their values of ``variables`` (built once per event)."""
+    index = state.indexes.get((gpm, variables))
+    if index is None:
+        index = state.indexes[(gpm, variables)] = {}
+        for s in solutions:
+            index.setdefault(tuple([s[v] for v in variables]), []).append(s)
+    return index
 
 
 def _place(plan: Plan, variable: str) -> int | None:
