@@ -229,7 +229,8 @@ class Run:
 
     def __init__(self, state: State, mu: dict[str, Term], base_mu: dict[str, Term] | None,
                  events: tuple[Event, ...], first: Time, last: Time,
-                 iterations: tuple[tuple[int, tuple[Solution, ...]], ...], partition: tuple):
+                 iterations: tuple[tuple[int, tuple[Solution, ...]], ...], partition: tuple,
+                 spent: int = 0, dead: bool = False):
         self.state = state
         self.mu = mu
         self.base_mu = base_mu              # μ before this state's Kleene atom
@@ -238,8 +239,8 @@ class Run:
         self.last = last
         self.iterations = iterations        # Kleene atom index -> local bindings
         self.partition = partition
-        self.spent = 0                      # bit i set: edge i can no longer fire
-        self.dead = False
+        self.spent = spent                  # bit i set: edge i can no longer fire
+        self.dead = dead
         self.keys = ()                      # per edge: the run's values of its probe variables, or None
 
     def alive_edges(self):
@@ -270,17 +271,17 @@ class _Pending:
     """A match waiting for its trailing negations' window to close."""
     if cython.compiled:
         run = cython.declare(Run, visibility="public")
-        guards = cython.declare(tuple, visibility="public")
+        guards = cython.declare(object, visibility="public")
         deadline = cython.declare(object, visibility="public")
         killed = cython.declare(cython.bint, visibility="public")
     else:
         __slots__ = ("run", "guards", "deadline", "killed")
 
-    def __init__(self, run: Run, guards: tuple[GpmPattern, ...], deadline: Time):
+    def __init__(self, run: Run, guards: tuple[GpmPattern, ...], deadline: Time, killed: bool = False):
         self.run = run
         self.guards = guards
         self.deadline = deadline
-        self.killed = False
+        self.killed = killed
 
 
 @cython.cclass
@@ -294,10 +295,10 @@ class _Bucket:
     else:
         __slots__ = ("numbers", "sorted", "unsorted")
 
-    def __init__(self):
-        self.numbers = []
-        self.sorted = []
-        self.unsorted = []
+    def __init__(self, numbers: list | None = None, sorted: list | None = None, unsorted: list | None = None):
+        self.numbers = [] if numbers is None else numbers
+        self.sorted = [] if sorted is None else sorted
+        self.unsorted = [] if unsorted is None else unsorted
 
 
 @cython.cclass
@@ -309,9 +310,9 @@ class _Waiting:
     else:
         __slots__ = ("keyed", "loose")
 
-    def __init__(self):
-        self.keyed = {}         # probe key -> _Bucket
-        self.loose = []
+    def __init__(self, keyed: dict | None = None, loose: list | None = None):
+        self.keyed = {} if keyed is None else keyed      # probe key -> _Bucket
+        self.loose = [] if loose is None else loose
 
 
 @cython.cclass
@@ -343,6 +344,49 @@ class _Partition:
         self.garbage = 0         # runs dead since the indexes were last compacted
         self.filed = False       # has an entry in Runtime._deadlines
         self.dropped = False     # no longer in Runtime.partitions
+
+
+@cython.cclass
+class _Step:
+    """An edge as runs take it: what the per-run work reads of the edge, its atom
+    and its target, made once per query (C attributes when compiled)."""
+    if cython.compiled:
+        edge = cython.declare(object, visibility="public")
+        index = cython.declare(object, visibility="public")
+        bit = cython.declare(object, visibility="public")
+        strict = cython.declare(cython.bint, visibility="public")
+        next = cython.declare(cython.bint, visibility="public")
+        loop = cython.declare(cython.bint, visibility="public")
+        guards = cython.declare(tuple, visibility="public")
+        streams = cython.declare(frozenset, visibility="public")
+        kind = cython.declare(object, visibility="public")
+        gpms = cython.declare(tuple, visibility="public")
+        target = cython.declare(object, visibility="public")
+        kleene_atom = cython.declare(object, visibility="public")
+        accepting = cython.declare(cython.bint, visibility="public")
+        final_guards = cython.declare(tuple, visibility="public")
+        continues = cython.declare(cython.bint, visibility="public")
+    else:
+        __slots__ = ("edge", "index", "bit", "strict", "next", "loop", "guards", "streams", "kind", "gpms",
+                     "target", "kleene_atom", "accepting", "final_guards", "continues")
+
+    def __init__(self, edge: Edge):
+        self.edge = edge
+        self.index = edge.index
+        self.bit = 1 << edge.index
+        self.strict = edge.strategy == STRICT
+        self.next = edge.strategy == NEXT
+        self.loop = edge.loop
+        self.guards = tuple(edge.guards)
+        self.streams = frozenset(edge.atom.streams)
+        self.kind = edge.atom.kind
+        self.gpms = tuple(edge.atom.gpms)
+        target = edge.target
+        self.target = target
+        self.kleene_atom = target.kleene_atom
+        self.accepting = target.accepting
+        self.final_guards = tuple(target.final_guards)
+        self.continues = bool(target.edges)       # runs at the target wait for more
 
 
 @cython.cclass
@@ -392,6 +436,7 @@ class Runtime:
         _batch_keys = cython.declare(dict, visibility="public")
         _waiting_on = cython.declare(dict, visibility="public")
         _strict_states = cython.declare(object, visibility="public")
+        _steps = cython.declare(dict, visibility="public")
     else:
         __slots__ = ("q", "nfa", "evaluator", "emit", "window", "tumbling", "tumbling_start",
                      "window_end", "partitions", "pending_heap", "_seq", "needs_buffer",
@@ -399,7 +444,8 @@ class Runtime:
                      "limits", "_max_runs", "_max_partition_runs", "_max_state_bytes",
                      "_batch_matches", "_batching", "_memo", "_deadlines", "_stale_deadlines",
                      "_batch_streams", "_prefetching", "_evaluate_one", "_probes", "_placement",
-                     "_partition_by", "_root", "_batch_keys", "_waiting_on", "_strict_states")
+                     "_partition_by", "_root", "_batch_keys", "_waiting_on", "_strict_states",
+                     "_steps")
 
     def __init__(self, compiled: CompiledQuery, evaluator: GpmEvaluator,
                  emit: Callable[[Match], None], start: Time | None = None,
@@ -445,6 +491,7 @@ class Runtime:
         self._waiting_on: dict[str, list[Edge]] = {}       # stream -> non-strict edges reading it
         self._strict_states = {state for state in self.nfa.states
                                if any(e.strategy == STRICT for e in state.edges)}
+        self._steps = {state: tuple([_Step(edge) for edge in state.edges]) for state in self.nfa.states}
         for state in self.nfa.states:
             for edge in state.edges:
                 if edge.strategy != STRICT:
@@ -755,87 +802,88 @@ class Runtime:
         return min(numbers) if probe.upward else max(numbers)
 
     @cython.cfunc
+    @cython.locals(step=_Step)
     def _start(self, part: _Partition, time: Time, events: list[Event], created: list[Run]) -> None:
         """New runs: every way an initial edge matches the batch (whatever the
         strategy: a run starts at any event)."""
-        for edge in self.nfa.initial.edges:
-            if not edge.atom.streams.isdisjoint(self._batch_streams):
-                for solution, used in self._match(edge, _EMPTY, events, True):
-                    self._extend(part, self._root, edge, dict(solution), used, time, created, True)
+        for step in self._steps[self.nfa.initial]:
+            if not step.streams.isdisjoint(self._batch_streams):
+                for solution, used in self._match(step, _EMPTY, events, True):
+                    self._extend(part, self._root, step, dict(solution), used, time, created, True)
 
     @cython.cfunc
-    @cython.locals(part=_Partition, run=Run)
+    @cython.locals(part=_Partition, run=Run, step=_Step)
     def _advance(self, part: _Partition, run: Run, time: Time, events: list[Event],
                  created: list[Run], strict_turn: bool) -> None:
         """Try every live edge of ``run`` on the batch; spend edges per strategy."""
         streams = self._batch_streams
+        steps = self._steps[run.state]
         alive = ~run.spent          # the edges alive before this batch (the loop spends some)
-        for edge in run.state.edges:
-            if not alive & (1 << edge.index):
+        for step in steps:
+            if not alive & step.bit:
                 continue
-            if edge.strategy == STRICT and not strict_turn:
-                run.spent |= 1 << edge.index
+            if step.strict and not strict_turn:
+                run.spent |= step.bit
                 continue
-            if edge.atom.streams.isdisjoint(streams):
-                if edge.strategy == STRICT:
-                    run.spent |= 1 << edge.index
+            if step.streams.isdisjoint(streams):
+                if step.strict:
+                    run.spent |= step.bit
                 continue
-            base = run.base_mu if edge.loop else run.mu
+            base = run.base_mu if step.loop else run.mu
             # An evaluator answering one mapping at the cost of a lookup (evaluate_one)
             # finds a failing join as fast as the probe would: asking what the batch
             # offers first only pays when each evaluation is a query.
-            key = None if self._evaluate_one is not None else run.keys[edge.index]
-            offered = None if key is None else self._offered(edge, events)
+            key = None if self._evaluate_one is not None else run.keys[step.index]
+            offered = None if key is None else self._offered(step.edge, events)
             if offered is not None and key not in offered:
                 extensions = ()     # the join fails: no standalone solution has the run's values
             else:
-                extensions = self._match(edge, base, events, False)
-            if edge.strategy == STRICT or (edge.strategy == NEXT and extensions):
-                run.spent |= 1 << edge.index
+                extensions = self._match(step, base, events, False)
+            if step.strict or (step.next and extensions):
+                run.spent |= step.bit
             for solution, used in extensions:
                 mu = {**base, **solution}
-                if edge.guards and self._guard_hit(part, edge.guards, mu, run.last, time):
+                if step.guards and self._guard_hit(part, step.guards, mu, run.last, time):
                     continue
-                self._extend(part, run, edge, mu, used, time, created, False)
-        if run.spent == (1 << len(run.state.edges)) - 1 and not run.dead:
+                self._extend(part, run, step, mu, used, time, created, False)
+        if run.spent == (1 << len(steps)) - 1 and not run.dead:
             self._kill(part, run)
 
     @cython.cfunc
-    @cython.locals(part=_Partition, run=Run, new=Run)
-    def _extend(self, part, run: Run, edge: Edge, mu, used, time, created, is_root) -> None:
-        target = edge.target
+    @cython.locals(part=_Partition, run=Run, new=Run, step=_Step)
+    def _extend(self, part, run: Run, step: _Step, mu, used, time, created, is_root) -> None:
         iterations = run.iterations
         base_mu = None
-        if target.kleene_atom is not None:
-            base_mu = run.base_mu if edge.loop else run.mu
+        if step.kleene_atom is not None:
+            base_mu = run.base_mu if step.loop else run.mu
             local = {k: v for k, v in mu.items() if k not in base_mu}
-            iterations = _append_iteration(iterations, target.kleene_atom, local)
+            iterations = _append_iteration(iterations, step.kleene_atom, local)
         partition = part.key
-        if self._partition_by and (is_root or edge.loop):
+        if self._partition_by and (is_root or step.loop):
             # a Kleene iteration binds its own values too (the key may be local to it)
             if tuple([mu.get(v) for v in self._partition_by]) != part.key:
                 return      # this solution belongs to another partition's run
-        new = Run(target, mu, base_mu, run.events + used, run.first if not is_root else time,
+        new = Run(step.target, mu, base_mu, run.events + used, run.first if not is_root else time,
                   time, iterations, partition)
-        if target.accepting:
-            if target.final_guards:
-                self._add_pending(part, new, target.final_guards)
+        if step.accepting:
+            if step.final_guards:
+                self._add_pending(part, new, step.final_guards)
             else:
                 self._emit_run(new, time)
-        if target.edges:
+        if step.continues:
             created.append(new)
 
     @cython.cfunc
-    def _match(self, edge: Edge, mu: dict, events: list[Event], standalone: bool):
-        """The ways ``edge``'s atom matches the batch under ``mu``: (solution, events used)."""
-        atom = edge.atom
-        if atom.kind == CONJUNCTION:
+    @cython.locals(step=_Step)
+    def _match(self, step: _Step, mu: dict, events: list[Event], standalone: bool):
+        """The ways ``step``'s atom matches the batch under ``mu``: (solution, events used)."""
+        if step.kind == CONJUNCTION:
             # The operands' solutions are joined.  Each operand is evaluated under μ and
             # only the bindings its FILTERs read from the operands before it (semantics.md
             # open point 2), so that the result does not depend on which independent
             # operand the compiler put first (an OPTIONAL sees injected bindings).
             partial = [({}, ())]
-            for gpm in atom.gpms:
+            for gpm in step.gpms:
                 grown = []
                 reads = gpm.filter_vars.keys() - gpm.bindable
                 for solution, used in partial:
@@ -855,8 +903,8 @@ class Runtime:
                     return []
             return partial
         out = []
-        seen = set() if atom.kind == DISJUNCTION else None
-        for gpm in atom.gpms:
+        seen = set() if step.kind == DISJUNCTION else None
+        for gpm in step.gpms:
             for event in events:
                 if event.stream not in gpm.streams:
                     continue
@@ -1061,7 +1109,7 @@ class Runtime:
         part.garbage = 0
 
     @cython.cfunc
-    @cython.locals(part=_Partition, run=Run, waiting=_Waiting, bucket=_Bucket)
+    @cython.locals(part=_Partition, run=Run, waiting=_Waiting, bucket=_Bucket, step=_Step)
     def _register(self, part: _Partition, run: Run) -> None:
         size = _run_bytes(run)
         if self._full(part, size) and not self._make_room(part, run, size):
@@ -1070,16 +1118,16 @@ class Runtime:
         part.runs += 1
         self.state_bytes += size
         heapq.heappush(part.ages, (run.first, next(self._seq), run))
-        edges = run.state.edges
         if run.state in self._strict_states:
             part.strict.append(run)
         keys = run.keys = self._probe_keys(run)
-        for edge in edges:
-            if edge.strategy == STRICT:
+        for step in self._steps[run.state]:
+            if step.strict:
                 continue
-            key = keys[edge.index]
+            edge = step.edge
+            key = keys[step.index]
             probe = self._probes.get(edge)
-            mapping = run.base_mu if edge.loop else run.mu
+            mapping = run.base_mu if step.loop else run.mu
             waiting = part.waiting.get(edge)
             if waiting is None:
                 waiting = part.waiting[edge] = _Waiting()
@@ -1099,16 +1147,21 @@ class Runtime:
                 bucket.numbers.insert(at, number)
                 bucket.sorted.insert(at, run)
 
+    @cython.cfunc
+    @cython.locals(run=Run, step=_Step)
     def _probe_keys(self, run: Run) -> tuple:
-        """Per edge of the run's state: its values of the edge's probe variables (None: no probe)."""
+        """Per edge of the run's state: its values of the edge's probe variables (None: no
+        probe, or a strict edge when the evaluator answers by lookup: _advance asks none)."""
         if not self._probes:
             return (None,) * len(run.state.edges)
         mapping_key = self.evaluator.mapping_key
         keys = []
-        for edge in run.state.edges:
-            probe = self._probes.get(edge)
-            keys.append(None if probe is None else
-                        mapping_key(run.base_mu if edge.loop else run.mu, probe.variables))
+        for step in self._steps[run.state]:
+            probe = self._probes.get(step.edge)
+            if probe is None or (step.strict and self._evaluate_one is not None):
+                keys.append(None)
+            else:
+                keys.append(mapping_key(run.base_mu if step.loop else run.mu, probe.variables))
         return tuple(keys)
 
     @cython.cfunc
