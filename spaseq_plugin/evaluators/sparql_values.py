@@ -213,8 +213,10 @@ def compare(a: tuple, b: tuple) -> int:
         if x != x or y != y:             # NaN has no order (Oxigraph: an error)
             raise SparqlError("NaN has no order")
         return (x > y) - (x < y)
-    if ca in ("str", "bool"):
+    if ca == "str":
         return (a[1] > b[1]) - (a[1] < b[1])
+    if ca == "bool":                     # Oxigraph orders a boolean only equal to itself
+        raise SparqlError("booleans of different values have no order")
     if ca == "dt":
         return _dt_compare(a[1], b[1])
     if ca in ("lang", "lit"):
