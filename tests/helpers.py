@@ -10,6 +10,13 @@ from spaseq_plugin import Engine, Event
 
 EX = "http://example/"
 PREFIX = f"PREFIX : <{EX}>\n"
+# SEQ (A ; B) over one stream S: the query the live-source tests run
+A_THEN_B = PREFIX + """SELECT ?a ?b WITHIN 100 SECONDS
+FROM STREAM S <http://example.org/s>
+WHERE { SEQ (A ; B)
+  DEFINE GPM A ON S { ?a :kind "a" }
+  DEFINE GPM B ON S { ?b :kind "b" } }
+"""
 
 
 def event(stream: str, time, turtle: str) -> Event:

@@ -17,7 +17,7 @@ import threading
 import time
 
 from brokers import free_port, wait_until
-from helpers import EX, PREFIX
+from helpers import A_THEN_B, EX, PREFIX
 from spaseq_plugin.events import IDLE, Event
 from spaseq_plugin.streams.network import open_tcp
 from spaseq_plugin.streams.reorder import ReorderBuffer, merge_arrival
@@ -25,12 +25,7 @@ from spaseq_plugin.streams.replay import replay
 
 PROV = "http://www.w3.org/ns/prov#generatedAtTime"
 INT = "http://www.w3.org/2001/XMLSchema#integer"
-ONE = PREFIX + """SELECT ?a ?b WITHIN 100 SECONDS
-FROM STREAM S <http://example.org/s>
-WHERE { SEQ (A ; B)
-  DEFINE GPM A ON S { ?a :kind "a" }
-  DEFINE GPM B ON S { ?b :kind "b" } }
-"""
+ONE = A_THEN_B
 BOTH = PREFIX + """SELECT ?a ?b ?c WITHIN 100 SECONDS
 FROM STREAM S <http://example.org/s>
 FROM STREAM T <http://example.org/t>

@@ -18,7 +18,7 @@ import paho.mqtt.client as paho
 import pytest
 
 from brokers import EventServer, free_port, mosquitto, mosquitto_program, wait_until  # noqa: F401 (fixtures)
-from helpers import EX, PREFIX, event, rows
+from helpers import A_THEN_B, EX, PREFIX, event, rows
 from spaseq_plugin import Engine
 from spaseq_plugin.runtime.aio import aiter_blocking, merge_async, open_source_async, reorder_async, run_async
 from spaseq_plugin.errors import EventError, SpaseqError
@@ -35,12 +35,7 @@ T = "http://example.org/t"
 PROV = "http://www.w3.org/ns/prov#generatedAtTime"
 INT = "http://www.w3.org/2001/XMLSchema#integer"
 
-QUERY = PREFIX + """SELECT ?a ?b WITHIN 100 SECONDS
-FROM STREAM S <http://example.org/s>
-WHERE { SEQ (A ; B)
-  DEFINE GPM A ON S { ?a :kind "a" }
-  DEFINE GPM B ON S { ?b :kind "b" } }
-"""
+QUERY = A_THEN_B
 
 QUERY_TWO = PREFIX + """SELECT ?a ?b WITHIN 100 SECONDS
 FROM STREAM S <http://example.org/s>
