@@ -20,7 +20,7 @@ import pyoxigraph as ox
 import pytest
 
 from spaseq_plugin import Engine, Event, compile_query
-from spaseq_plugin.bench import runner as bench
+from spaseq_plugin.bench import bare as bench_bare, runner as bench
 from spaseq_plugin.evaluators.oxigraph import OxigraphEvaluator
 from spaseq_plugin.evaluators.rdflib import RdflibEvaluator
 from spaseq_plugin.bench.workloads import (
@@ -79,6 +79,8 @@ def test_read_bench_compares_the_reader_with_the_bare_parse(tmp_path, capsys):
     rows = json.loads(out.read_text())
     assert [(r["events"], r["rejected"]) for r in rows] == [(300, 0), (300, 0)]
     assert all(r["quads"] > 300 and 0 < r["ratio"] for r in rows)
+    # the grouping floor builds the same events, with fewer checks than the reader
+    assert all(bench_bare.group_files([r["files"][0]])[0] == 300 and r["floor_ratio"] > 0 for r in rows)
     assert bench.run_bench(_args("--read", str(tmp_path / "missing.trig"))) == 2
 
 
