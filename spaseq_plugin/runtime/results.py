@@ -50,6 +50,9 @@ class Projector:
         self.q = compiled
         self.distinct_seen: set | None = set() if compiled.query.distinct else None
         self.template = compiled.template
+        # SELECT without aggregates, the common case: the projected variables, read off μ
+        self._plain = None if any(isinstance(item, Aggregate) for item in compiled.projection) \
+            else tuple(compiled.projection)
         self._count = itertools.count(1)
         self._agg_store = ox.Store()
 
@@ -74,14 +77,18 @@ class Projector:
             triples = self._construct(match.mu, number)
             return Result(match.time, is_dt, None, triples, match.events,
                           ox.NamedNode(f"{_MATCH_GRAPH}{number}"))
-        bindings: dict[str, Term] = {}
-        for item in self.q.projection:
-            if isinstance(item, Aggregate):
-                value = self._aggregate(item, match)
-                if value is not None:
-                    bindings[item.alias] = value
-            elif item in match.mu:
-                bindings[item] = match.mu[item]
+        mu = match.mu
+        if self._plain is not None:
+            bindings: dict[str, Term] = {v: mu[v] for v in self._plain if v in mu}
+        else:
+            bindings = {}
+            for item in self.q.projection:
+                if isinstance(item, Aggregate):
+                    value = self._aggregate(item, match)
+                    if value is not None:
+                        bindings[item.alias] = value
+                elif item in mu:
+                    bindings[item] = mu[item]
         if self.distinct_seen is not None:
             key = frozenset(bindings.items())
             if key in self.distinct_seen:
