@@ -443,7 +443,7 @@ class SpectraEvaluator:
     def _join_kb(self, join: _KbJoin, solutions: list[Solution]) -> list[Solution]:
         out = []
         for solution in solutions:
-            key = tuple(solution[v] for v in join.shared)
+            key = tuple([solution[v] for v in join.shared])
             rows = join.rows.get(key)
             if rows is None:
                 if join.strategy != LOOKUP:

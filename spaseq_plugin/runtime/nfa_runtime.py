@@ -1406,7 +1406,7 @@ def _heap_order(entry: tuple) -> tuple:
 
 
 def _match_order(match: Match) -> tuple:
-    return match.time, tuple(event.time for event in match.events)
+    return match.time, tuple([event.time for event in match.events])     # (a generator costs more)
 
 
 def _append_iteration(iterations, atom: int, local: Solution):
