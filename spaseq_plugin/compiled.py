@@ -71,19 +71,39 @@ def compiled_files(folder: str, stem: str) -> list[str]:
         return []
 
 
+class _Declared:
+    """What ``shadow.declare`` gives: an attribute ``shadow.cclass`` turns into a slot."""
+    __slots__ = ()
+
+
 class shadow:
     """What a hot module uses of Cython's ``cython`` module when it runs interpreted
-    and Cython is not installed: typed declarations that change nothing.  Compiled,
-    ``import cython`` is Cython's own, and these declarations make C types.
+    (in place of Cython's own, installed or not): typed declarations that change
+    nothing.  Compiled, ``import cython`` is Cython's own, and these declarations
+    make C types.
 
-    A typed class declares its attributes for Cython under ``if cython.compiled:``
-    and names them in ``__slots__`` otherwise (``cython.declare`` would make class
-    attributes, which ``__slots__`` forbids)."""
+    A typed class declares each attribute once, ``name = cython.declare(type,
+    visibility="public")``: compiled, a C field of the extension type;
+    interpreted, a slot (``cclass`` makes the class a ``__slots__`` class of the
+    declared names)."""
     compiled = False
+    bint = bool
+
+    @staticmethod
+    def declare(kind=None, visibility=None) -> _Declared:
+        return _Declared()
 
     @staticmethod
     def cclass(cls):
-        return cls
+        namespace = dict(vars(cls))
+        slots = tuple(name for name, value in namespace.items() if isinstance(value, _Declared))
+        if not slots:
+            return cls
+        for name in (*slots, "__dict__", "__weakref__"):
+            namespace.pop(name, None)
+        namespace["__slots__"] = slots
+        namespace["__qualname__"] = cls.__qualname__
+        return type(cls)(cls.__name__, cls.__bases__, namespace)
 
     @staticmethod
     def cfunc(function):

@@ -64,6 +64,8 @@ try:
     import cython
 except ImportError:     # interpreted, without Cython installed
     from ..compiled import shadow as cython
+if not cython.compiled:     # interpreted, with Cython installed too: declared attributes become slots
+    from ..compiled import shadow as cython
 from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import BNode, Literal, URIRef, Variable
 
@@ -132,13 +134,10 @@ class Plan:
 class _EventState:
     """What the evaluator knows of one event: its summary and what was solved on it.
     (A Cython extension type when compiled: see runtime/nfa_runtime.py's Run.)"""
-    if cython.compiled:
-        views = cython.declare(dict, visibility="public")
-        standalone = cython.declare(dict, visibility="public")
-        by_shape = cython.declare(dict, visibility="public")
-        indexes = cython.declare(dict, visibility="public")
-    else:
-        __slots__ = ("views", "standalone", "by_shape", "indexes")
+    views = cython.declare(dict, visibility="public")
+    standalone = cython.declare(dict, visibility="public")
+    by_shape = cython.declare(dict, visibility="public")
+    indexes = cython.declare(dict, visibility="public")
 
     def __init__(self, views: dict):
         self.views = views
@@ -168,20 +167,16 @@ _KEPT_EVENTS = 16         # event summaries kept: more than a batch of simultane
 class SpectraEvaluator:
     """The fast path with the Oxigraph evaluator as per-GPM fallback.  (A Cython
     extension type when compiled, its per-event steps C functions.)"""
-    if cython.compiled:
-        kb = cython.declare(object, visibility="public")
-        _fallback = cython.declare(object, visibility="public")
-        materialize_limit = cython.declare(object, visibility="public")
-        _plans = cython.declare(dict, visibility="public")
-        _reasons = cython.declare(dict, visibility="public")
-        _events = cython.declare(dict, visibility="public")
-        _last_event = cython.declare(object, visibility="public")
-        _last_state = cython.declare(_EventState, visibility="public")
-        _predicates = cython.declare(set, visibility="public")
-        fallbacks = cython.declare(object, visibility="public")
-    else:
-        __slots__ = ("kb", "_fallback", "materialize_limit", "_plans", "_reasons", "_events", "_last_event",
-                     "_last_state", "_predicates", "fallbacks")
+    kb = cython.declare(object, visibility="public")
+    _fallback = cython.declare(object, visibility="public")
+    materialize_limit = cython.declare(object, visibility="public")
+    _plans = cython.declare(dict, visibility="public")
+    _reasons = cython.declare(dict, visibility="public")
+    _events = cython.declare(dict, visibility="public")
+    _last_event = cython.declare(object, visibility="public")
+    _last_state = cython.declare(_EventState, visibility="public")
+    _predicates = cython.declare(set, visibility="public")
+    fallbacks = cython.declare(object, visibility="public")
 
     def __init__(self, kb: KnowledgeBase | None = None, *, materialize_limit: int = 500_000,
                  fallback: OxigraphEvaluator | None = None):

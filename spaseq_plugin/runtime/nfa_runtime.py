@@ -144,6 +144,8 @@ try:
     import cython
 except ImportError:     # interpreted, without Cython installed
     from ..compiled import shadow as cython
+if not cython.compiled:     # interpreted, with Cython installed too: declared attributes become slots
+    from ..compiled import shadow as cython
 
 from ..errors import StateLimitError
 from ..language.compiler import CompiledQuery
@@ -211,21 +213,17 @@ class Probe:
 @cython.cclass
 class Run:
     """A partial match (see the module docstring)."""
-    if cython.compiled:
-        state = cython.declare(object, visibility="public")
-        mu = cython.declare(dict, visibility="public")
-        base_mu = cython.declare(object, visibility="public")
-        events = cython.declare(tuple, visibility="public")
-        first = cython.declare(object, visibility="public")
-        last = cython.declare(object, visibility="public")
-        iterations = cython.declare(tuple, visibility="public")
-        partition = cython.declare(tuple, visibility="public")
-        spent = cython.declare(object, visibility="public")
-        dead = cython.declare(cython.bint, visibility="public")
-        keys = cython.declare(tuple, visibility="public")
-    else:
-        __slots__ = ("state", "mu", "base_mu", "events", "first", "last", "iterations", "partition",
-                     "spent", "dead", "keys")
+    state = cython.declare(object, visibility="public")
+    mu = cython.declare(dict, visibility="public")
+    base_mu = cython.declare(object, visibility="public")
+    events = cython.declare(tuple, visibility="public")
+    first = cython.declare(object, visibility="public")
+    last = cython.declare(object, visibility="public")
+    iterations = cython.declare(tuple, visibility="public")
+    partition = cython.declare(tuple, visibility="public")
+    spent = cython.declare(object, visibility="public")
+    dead = cython.declare(cython.bint, visibility="public")
+    keys = cython.declare(tuple, visibility="public")
 
     def __init__(self, state: State, mu: dict[str, Term], base_mu: dict[str, Term] | None,
                  events: tuple[Event, ...], first: Time, last: Time,
@@ -250,13 +248,10 @@ class Run:
 @cython.cclass
 class Match:
     """A complete match: what results are made of."""
-    if cython.compiled:
-        time = cython.declare(object, visibility="public")
-        mu = cython.declare(object, visibility="public")
-        events = cython.declare(object, visibility="public")
-        iterations = cython.declare(object, visibility="public")
-    else:
-        __slots__ = ("time", "mu", "events", "iterations")
+    time = cython.declare(object, visibility="public")
+    mu = cython.declare(object, visibility="public")
+    events = cython.declare(object, visibility="public")
+    iterations = cython.declare(object, visibility="public")
 
     def __init__(self, time: Time, mu: dict[str, Term], events: tuple[Event, ...],
                  iterations: tuple[tuple[int, tuple[Solution, ...]], ...]):
@@ -269,13 +264,10 @@ class Match:
 @cython.cclass
 class _Pending:
     """A match waiting for its trailing negations' window to close."""
-    if cython.compiled:
-        run = cython.declare(Run, visibility="public")
-        guards = cython.declare(object, visibility="public")
-        deadline = cython.declare(object, visibility="public")
-        killed = cython.declare(cython.bint, visibility="public")
-    else:
-        __slots__ = ("run", "guards", "deadline", "killed")
+    run = cython.declare(Run, visibility="public")
+    guards = cython.declare(object, visibility="public")
+    deadline = cython.declare(object, visibility="public")
+    killed = cython.declare(cython.bint, visibility="public")
 
     def __init__(self, run: Run, guards: tuple[GpmPattern, ...], deadline: Time, killed: bool = False):
         self.run = run
@@ -288,12 +280,9 @@ class _Pending:
 class _Bucket:
     """The runs waiting on an edge with one probe key: ``sorted`` by ``numbers``
     (their numbers in the probe's ``against`` variable), the others ``unsorted``."""
-    if cython.compiled:
-        numbers = cython.declare(list, visibility="public")
-        sorted = cython.declare(list, visibility="public")
-        unsorted = cython.declare(list, visibility="public")
-    else:
-        __slots__ = ("numbers", "sorted", "unsorted")
+    numbers = cython.declare(list, visibility="public")
+    sorted = cython.declare(list, visibility="public")
+    unsorted = cython.declare(list, visibility="public")
 
     def __init__(self, numbers: list | None = None, sorted: list | None = None, unsorted: list | None = None):
         self.numbers = [] if numbers is None else numbers
@@ -304,11 +293,8 @@ class _Bucket:
 @cython.cclass
 class _Waiting:
     """The runs waiting on one non-strict edge: filed by probe key, or loose."""
-    if cython.compiled:
-        keyed = cython.declare(dict, visibility="public")
-        loose = cython.declare(list, visibility="public")
-    else:
-        __slots__ = ("keyed", "loose")
+    keyed = cython.declare(dict, visibility="public")
+    loose = cython.declare(list, visibility="public")
 
     def __init__(self, keyed: dict | None = None, loose: list | None = None):
         self.keyed = {} if keyed is None else keyed      # probe key -> _Bucket
@@ -318,20 +304,16 @@ class _Waiting:
 @cython.cclass
 class _Partition:
     """Everything of one PARTITION BY key (see "Where the state lives")."""
-    if cython.compiled:
-        key = cython.declare(tuple, visibility="public")
-        waiting = cython.declare(dict, visibility="public")
-        strict = cython.declare(list, visibility="public")
-        pending = cython.declare(list, visibility="public")
-        buffer = cython.declare(list, visibility="public")
-        ages = cython.declare(list, visibility="public")
-        runs = cython.declare(object, visibility="public")
-        garbage = cython.declare(object, visibility="public")
-        filed = cython.declare(cython.bint, visibility="public")
-        dropped = cython.declare(cython.bint, visibility="public")
-    else:
-        __slots__ = ("key", "waiting", "strict", "pending", "buffer", "ages", "runs", "garbage",
-                     "filed", "dropped")
+    key = cython.declare(tuple, visibility="public")
+    waiting = cython.declare(dict, visibility="public")
+    strict = cython.declare(list, visibility="public")
+    pending = cython.declare(list, visibility="public")
+    buffer = cython.declare(list, visibility="public")
+    ages = cython.declare(list, visibility="public")
+    runs = cython.declare(object, visibility="public")
+    garbage = cython.declare(object, visibility="public")
+    filed = cython.declare(cython.bint, visibility="public")
+    dropped = cython.declare(cython.bint, visibility="public")
 
     def __init__(self, key: tuple):
         self.key = key
@@ -350,25 +332,21 @@ class _Partition:
 class _Step:
     """An edge as runs take it: what the per-run work reads of the edge, its atom
     and its target, made once per query (C attributes when compiled)."""
-    if cython.compiled:
-        edge = cython.declare(object, visibility="public")
-        index = cython.declare(object, visibility="public")
-        bit = cython.declare(object, visibility="public")
-        strict = cython.declare(cython.bint, visibility="public")
-        next = cython.declare(cython.bint, visibility="public")
-        loop = cython.declare(cython.bint, visibility="public")
-        guards = cython.declare(tuple, visibility="public")
-        streams = cython.declare(frozenset, visibility="public")
-        kind = cython.declare(object, visibility="public")
-        gpms = cython.declare(tuple, visibility="public")
-        target = cython.declare(object, visibility="public")
-        kleene_atom = cython.declare(object, visibility="public")
-        accepting = cython.declare(cython.bint, visibility="public")
-        final_guards = cython.declare(tuple, visibility="public")
-        continues = cython.declare(cython.bint, visibility="public")
-    else:
-        __slots__ = ("edge", "index", "bit", "strict", "next", "loop", "guards", "streams", "kind", "gpms",
-                     "target", "kleene_atom", "accepting", "final_guards", "continues")
+    edge = cython.declare(object, visibility="public")
+    index = cython.declare(object, visibility="public")
+    bit = cython.declare(object, visibility="public")
+    strict = cython.declare(cython.bint, visibility="public")
+    next = cython.declare(cython.bint, visibility="public")
+    loop = cython.declare(cython.bint, visibility="public")
+    guards = cython.declare(tuple, visibility="public")
+    streams = cython.declare(frozenset, visibility="public")
+    kind = cython.declare(object, visibility="public")
+    gpms = cython.declare(tuple, visibility="public")
+    target = cython.declare(object, visibility="public")
+    kleene_atom = cython.declare(object, visibility="public")
+    accepting = cython.declare(cython.bint, visibility="public")
+    final_guards = cython.declare(tuple, visibility="public")
+    continues = cython.declare(cython.bint, visibility="public")
 
     def __init__(self, edge: Edge):
         self.edge = edge
@@ -399,53 +377,43 @@ class Runtime:
     defaults when not given); a cap reached under the ``fail`` policy raises
     :class:`StateLimitError` from :meth:`process_batch`.
     """
-    if cython.compiled:
-        q = cython.declare(object, visibility="public")
-        nfa = cython.declare(object, visibility="public")
-        evaluator = cython.declare(object, visibility="public")
-        emit = cython.declare(object, visibility="public")
-        window = cython.declare(object, visibility="public")
-        tumbling = cython.declare(object, visibility="public")
-        tumbling_start = cython.declare(object, visibility="public")
-        window_end = cython.declare(object, visibility="public")
-        partitions = cython.declare(dict, visibility="public")
-        pending_heap = cython.declare(list, visibility="public")
-        _seq = cython.declare(object, visibility="public")
-        needs_buffer = cython.declare(object, visibility="public")
-        active_runs = cython.declare(object, visibility="public")
-        peak_runs = cython.declare(object, visibility="public")
-        peak_keys = cython.declare(object, visibility="public")
-        state_bytes = cython.declare(object, visibility="public")
-        dropped_runs = cython.declare(object, visibility="public")
-        limits = cython.declare(object, visibility="public")
-        _max_runs = cython.declare(object, visibility="public")
-        _max_partition_runs = cython.declare(object, visibility="public")
-        _max_state_bytes = cython.declare(object, visibility="public")
-        _batch_matches = cython.declare(list, visibility="public")
-        _batching = cython.declare(cython.bint, visibility="public")
-        _memo = cython.declare(dict, visibility="public")
-        _deadlines = cython.declare(list, visibility="public")
-        _stale_deadlines = cython.declare(object, visibility="public")
-        _batch_streams = cython.declare(object, visibility="public")
-        _prefetching = cython.declare(object, visibility="public")
-        _evaluate_one = cython.declare(object, visibility="public")
-        _probes = cython.declare(dict, visibility="public")
-        _placement = cython.declare(object, visibility="public")
-        _partition_by = cython.declare(object, visibility="public")
-        _root = cython.declare(Run, visibility="public")
-        _batch_keys = cython.declare(dict, visibility="public")
-        _waiting_on = cython.declare(dict, visibility="public")
-        _strict_states = cython.declare(object, visibility="public")
-        _steps = cython.declare(dict, visibility="public")
-    else:
-        __slots__ = ("q", "nfa", "evaluator", "emit", "window", "tumbling", "tumbling_start",
-                     "window_end", "partitions", "pending_heap", "_seq", "needs_buffer",
-                     "active_runs", "peak_runs", "peak_keys", "state_bytes", "dropped_runs",
-                     "limits", "_max_runs", "_max_partition_runs", "_max_state_bytes",
-                     "_batch_matches", "_batching", "_memo", "_deadlines", "_stale_deadlines",
-                     "_batch_streams", "_prefetching", "_evaluate_one", "_probes", "_placement",
-                     "_partition_by", "_root", "_batch_keys", "_waiting_on", "_strict_states",
-                     "_steps")
+    q = cython.declare(object, visibility="public")
+    nfa = cython.declare(object, visibility="public")
+    evaluator = cython.declare(object, visibility="public")
+    emit = cython.declare(object, visibility="public")
+    window = cython.declare(object, visibility="public")
+    tumbling = cython.declare(object, visibility="public")
+    tumbling_start = cython.declare(object, visibility="public")
+    window_end = cython.declare(object, visibility="public")
+    partitions = cython.declare(dict, visibility="public")
+    pending_heap = cython.declare(list, visibility="public")
+    _seq = cython.declare(object, visibility="public")
+    needs_buffer = cython.declare(object, visibility="public")
+    active_runs = cython.declare(object, visibility="public")
+    peak_runs = cython.declare(object, visibility="public")
+    peak_keys = cython.declare(object, visibility="public")
+    state_bytes = cython.declare(object, visibility="public")
+    dropped_runs = cython.declare(object, visibility="public")
+    limits = cython.declare(object, visibility="public")
+    _max_runs = cython.declare(object, visibility="public")
+    _max_partition_runs = cython.declare(object, visibility="public")
+    _max_state_bytes = cython.declare(object, visibility="public")
+    _batch_matches = cython.declare(list, visibility="public")
+    _batching = cython.declare(cython.bint, visibility="public")
+    _memo = cython.declare(dict, visibility="public")
+    _deadlines = cython.declare(list, visibility="public")
+    _stale_deadlines = cython.declare(object, visibility="public")
+    _batch_streams = cython.declare(object, visibility="public")
+    _prefetching = cython.declare(object, visibility="public")
+    _evaluate_one = cython.declare(object, visibility="public")
+    _probes = cython.declare(dict, visibility="public")
+    _placement = cython.declare(object, visibility="public")
+    _partition_by = cython.declare(object, visibility="public")
+    _root = cython.declare(Run, visibility="public")
+    _batch_keys = cython.declare(dict, visibility="public")
+    _waiting_on = cython.declare(dict, visibility="public")
+    _strict_states = cython.declare(object, visibility="public")
+    _steps = cython.declare(dict, visibility="public")
 
     def __init__(self, compiled: CompiledQuery, evaluator: GpmEvaluator,
                  emit: Callable[[Match], None], start: Time | None = None,
