@@ -843,7 +843,7 @@ class _Assembler:
         unique = set(paired)
         if len(unique) != len(paired) or (lead is not None and names[0] in unique) \
                 or (carried is not None and carried.name in names) \
-                or not unique.isdisjoint(done.newer) or not unique.isdisjoint(done.older) \
+                or not done.newer.keys().isdisjoint(unique) or not done.older.keys().isdisjoint(unique) \
                 or (lead is not None and done.get(names[0], _ABSENT) is not _ABSENT):
             return False
         if orphans and not unique.isdisjoint(orphans):
