@@ -142,7 +142,7 @@ class _EventState:
     def __init__(self, views: dict):
         self.views = views
         self.standalone = {}     # GpmPattern -> standalone solutions
-        self.by_shape = {}       # plan shape -> (plan, solutions)
+        self.by_shape = {}       # id of the plan's (interned) shape -> (plan, solutions)
         self.indexes = {}        # (GpmPattern, variables) -> value tuple -> solutions
 
 
@@ -176,6 +176,7 @@ class SpectraEvaluator:
     _last_event = cython.declare(object, visibility="public")
     _last_state = cython.declare(_EventState, visibility="public")
     _predicates = cython.declare(set, visibility="public")
+    _shapes = cython.declare(dict, visibility="public")
     fallbacks = cython.declare(object, visibility="public")
 
     def __init__(self, kb: KnowledgeBase | None = None, *, materialize_limit: int = 500_000,
@@ -189,6 +190,7 @@ class SpectraEvaluator:
         self._last_event: Event | None = None          # the last event _state was asked about ...
         self._last_state: _EventState | None = None    # ... and its state
         self._predicates: set[ox.NamedNode] = set()     # what some plan's triple patterns use
+        self._shapes: dict[tuple, tuple] = {}           # one object per plan shape: keyed by id, never hashed per event
         self.fallbacks = 0           # evaluations that went to Oxigraph for a value
 
     @property
@@ -257,7 +259,7 @@ class SpectraEvaluator:
         names), no stateful filters, and each of ``variables`` in the same place."""
         plan_a, plan_b = self.plan(a), self.plan(b)
         if plan_a is None or plan_b is None or a.streams != b.streams \
-                or plan_a.stateful_filters or plan_b.stateful_filters or plan_a.shape != plan_b.shape:
+                or plan_a.stateful_filters or plan_b.stateful_filters or plan_a.shape is not plan_b.shape:
             return False
         return all(_place(plan_a, v) == _place(plan_b, v) for v in variables)
 
@@ -353,6 +355,7 @@ class SpectraEvaluator:
                 stateful.append(keep)
                 comparisons += _comparison(expr)
         shape, names = _shape(event_patterns, graphs, local_exprs)
+        shape = self._shapes.setdefault(shape, shape)
         return Plan(event_patterns, local, stateful, kb_joins, frozenset(bound), gpm.mentioned,
                     tuple(comparisons), shape, names)
 
@@ -401,10 +404,10 @@ class SpectraEvaluator:
         per plan shape and event, renamed for the other GPMs of that shape."""
         solutions = state.standalone.get(gpm)
         if solutions is None:
-            solved = state.by_shape.get(plan.shape)
+            solved = state.by_shape.get(id(plan.shape))
             if solved is None:
                 solutions = self._solve(plan, state.views)
-                state.by_shape[plan.shape] = (plan, solutions)
+                state.by_shape[id(plan.shape)] = (plan, solutions)
             elif solved[0].names == plan.names:
                 solutions = solved[1]
             else:
