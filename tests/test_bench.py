@@ -82,6 +82,10 @@ def test_read_bench_compares_the_reader_with_the_bare_parse(tmp_path, capsys):
     # the grouping floor builds the same events, with fewer checks than the reader
     assert all(bench_bare.group_files([r["files"][0]])[0] == 300 and r["floor_ratio"] > 0 for r in rows)
     assert bench.run_bench(_args("--read", str(tmp_path / "missing.trig"))) == 2
+    bad = tmp_path / "bad.trig"
+    bad.write_text('<http://e/g> { <http://e/a> <http://e/p> "unterminated . }\n')
+    assert bench.run_bench(_args("--read", str(bad))) == 2
+    assert "pyoxigraph cannot parse it" in capsys.readouterr().err
 
 
 def test_latency_bench_measures_every_event(capsys):

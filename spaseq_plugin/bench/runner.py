@@ -148,6 +148,10 @@ def _read_bench(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as e:
             print(f"spaseq bench: --read {path}: {e}", file=sys.stderr)
             return 2
+        except SyntaxError as e:        # (the bare parse and the floor read the file whole)
+            print(f"spaseq bench: --read {path}: pyoxigraph cannot parse it ({e.msg}): the bare parse "
+                  "and the floor need a file without errors", file=sys.stderr)
+            return 2
         report.append(result)
         rows.append([path, _fmt(result["events"]), _fmt(result["quads"]), _fmt(result["rejected"]),
                      _fmt(result["bare_eps"]), _fmt(result["floor_eps"]), _fmt(result["floor_ratio"], ".2f"),
