@@ -227,11 +227,8 @@ class SpectraEvaluator:
             plan = self.plan(gpm)
         if plan is not None:
             try:
-                # the runtime asks about one event, and one GPM on it, many times in a row
-                state = self._last_state if event is self._last_event else self._state(event)
-                solutions = state.standalone.get(gpm)
-                if solutions is None:
-                    solutions = self._standalone(gpm, plan, state)
+                state = self._state(event)
+                solutions = self._standalone(gpm, plan, state)
                 if not mapping and not plan.stateful_filters:
                     return solutions
                 return self._extend(gpm, plan, solutions, mapping, state)

@@ -342,6 +342,7 @@ class _Step:
     streams = cython.declare(frozenset, visibility="public")
     kind = cython.declare(object, visibility="public")
     gpms = cython.declare(tuple, visibility="public")
+    reads = cython.declare(tuple, visibility="public")
     target = cython.declare(object, visibility="public")
     kleene_atom = cython.declare(object, visibility="public")
     accepting = cython.declare(cython.bint, visibility="public")
@@ -359,6 +360,8 @@ class _Step:
         self.streams = frozenset(edge.atom.streams)
         self.kind = edge.atom.kind
         self.gpms = tuple(edge.atom.gpms)
+        # per GPM: what its FILTERs read and it does not bind (a conjunction injects them)
+        self.reads = tuple([frozenset(gpm.filter_vars.keys() - gpm.bindable) for gpm in self.gpms])
         target = edge.target
         self.target = target
         self.kleene_atom = target.kleene_atom
@@ -621,8 +624,8 @@ class Runtime:
                     bucket = _Bucket(sorted=[runs[r] for r in sorted_refs],
                                      unsorted=[runs[r] for r in unsorted_refs])
                     if bucket.sorted:
-                        bucket.numbers = [self.evaluator.order_number(
-                            (r.base_mu if edge.loop else r.mu)[probe.against]) for r in bucket.sorted]
+                        bucket.numbers = [self._sort_number(probe, r.base_mu if edge.loop else r.mu)
+                                          for r in bucket.sorted]
                     some = (bucket.sorted or bucket.unsorted)[0]
                     waiting.keyed[some.keys[edge.index]] = bucket
             part.strict = [runs[r] for r in saved["strict"]]
@@ -851,9 +854,8 @@ class Runtime:
             # open point 2), so that the result does not depend on which independent
             # operand the compiler put first (an OPTIONAL sees injected bindings).
             partial = [({}, ())]
-            for gpm in step.gpms:
+            for gpm, reads in zip(step.gpms, step.reads):
                 grown = []
-                reads = gpm.filter_vars.keys() - gpm.bindable
                 for solution, used in partial:
                     injected = {v: t for v, t in solution.items() if v in reads}
                     merged = {**mu, **injected} if injected else mu
@@ -1105,15 +1107,20 @@ class Runtime:
             bucket = waiting.keyed.get(key)
             if bucket is None:
                 bucket = waiting.keyed[key] = _Bucket()
-            number = None
-            if probe.against is not None and probe.against in mapping:
-                number = self.evaluator.order_number(mapping[probe.against])
+            number = self._sort_number(probe, mapping)
             if number is None:
                 bucket.unsorted.append(run)
             else:
                 at = bisect.bisect_right(bucket.numbers, number)
                 bucket.numbers.insert(at, number)
                 bucket.sorted.insert(at, run)
+
+    @cython.cfunc
+    def _sort_number(self, probe: Probe, mapping: dict) -> float | None:
+        """The number a run with ``mapping`` is sorted by in ``probe``'s buckets (None: unsorted)."""
+        if probe.against is None or probe.against not in mapping:
+            return None
+        return self.evaluator.order_number(mapping[probe.against])
 
     @cython.cfunc
     @cython.locals(run=Run, step=_Step)
