@@ -86,6 +86,10 @@ def test_read_bench_compares_the_reader_with_the_bare_parse(tmp_path, capsys):
     bad.write_text('<http://e/g> { <http://e/a> <http://e/p> "unterminated . }\n')
     assert bench.run_bench(_args("--read", str(bad))) == 2
     assert "pyoxigraph cannot parse it" in capsys.readouterr().err
+    huge = tmp_path / "huge.nq"         # a literal over pyoxigraph's 16 MiB buffer
+    huge.write_text('<http://e/a> <http://e/p> "' + "x" * (17 << 20) + '" <http://e/g> .\n')
+    assert bench.run_bench(_args("--read", str(huge))) == 2
+    assert "too long for its buffer" in capsys.readouterr().err
 
 
 def test_latency_bench_measures_every_event(capsys):

@@ -148,8 +148,9 @@ def _read_bench(args: argparse.Namespace) -> int:
         except (OSError, ValueError) as e:
             print(f"spaseq bench: --read {path}: {e}", file=sys.stderr)
             return 2
-        except SyntaxError as e:        # (the bare parse and the floor read the file whole)
-            print(f"spaseq bench: --read {path}: pyoxigraph cannot parse it ({e.msg}): the bare parse "
+        except (SyntaxError, MemoryError) as e:     # (the bare parse and the floor read the file whole)
+            why = e.msg if isinstance(e, SyntaxError) else f"a term too long for its buffer: {e}"
+            print(f"spaseq bench: --read {path}: pyoxigraph cannot parse it ({why}): the bare parse "
                   "and the floor need a file without errors", file=sys.stderr)
             return 2
         report.append(result)
