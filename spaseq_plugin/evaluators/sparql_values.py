@@ -201,9 +201,14 @@ def compare(a: tuple, b: tuple) -> int:
     As in Oxigraph, a term is ordered equal to itself whatever its kind
     (an IRI, an unknown literal, even NaN).
     """
+    ca, cb = a[0], b[0]
+    if ca == "num" and cb == "num":
+        x, y = a[1], b[1]
+        if x[0] == INTEGER and y[0] == INTEGER:     # the common case: exact, never NaN
+            x, y = x[1], y[1]
+            return (x > y) - (x < y)
     if a is b or a == b or (_is_nan(a) and _is_nan(b)):
         return 0
-    ca, cb = a[0], b[0]
     if ca != cb:
         if "lit" in (ca, cb) or "lang" in (ca, cb):
             raise Unsupported("ordering of an unmodelled literal")

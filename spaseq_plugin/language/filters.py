@@ -52,6 +52,9 @@ def variables(expr) -> set[str]:
 
 def compile_filter(expr):
     """``row -> bool``: the FILTER keeps the row; errors are false."""
+    keep = _ordering_filter(expr)
+    if keep is not None:
+        return keep
     value = compile_expression(expr)
 
     def keep(row) -> bool:
@@ -60,6 +63,53 @@ def compile_filter(expr):
         except SparqlError:
             return False
     return keep
+
+
+_ORDERINGS = {"<": (-1,), "<=": (-1, 0), ">": (1,), ">=": (0, 1)}    # compare() results kept
+
+
+def _ordering_filter(expr):
+    """``FILTER(?a op ?b)`` or ``FILTER(?a op constant)`` (either way round) with op one of
+    < <= > >=, the commonest CEP filter, as one closure: the general path's closure per
+    operand, for the test and for the boolean costs as much again.  None for others."""
+    if not (isinstance(expr, CompValue) and expr.name == "RelationalExpression" and expr.op in _ORDERINGS):
+        return None
+    kept = _ORDERINGS[expr.op]
+    left, right = expr.expr, expr.other
+    if not isinstance(left, Variable):
+        left, right, kept = right, left, tuple(-k for k in kept)   # compare(b, a) == -compare(a, b)
+    if not isinstance(left, Variable):
+        return None
+    name = str(left)
+    if isinstance(right, Variable):
+        other = str(right)
+
+        def keep(row) -> bool:
+            a = row.get(name)
+            if a is None:
+                return False            # an unbound variable is an error: false
+            a = native(a)
+            b = row.get(other)
+            if b is None:
+                return False
+            try:
+                return compare(a, native(b)) in kept
+            except SparqlError:
+                return False
+        return keep
+    if not isinstance(right, (URIRef, Literal)):
+        return None
+    constant = compile_expression(right)(None)
+
+    def keep_constant(row) -> bool:
+        a = row.get(name)
+        if a is None:
+            return False
+        try:
+            return compare(native(a), constant) in kept
+        except SparqlError:
+            return False
+    return keep_constant
 
 
 def compile_expression(expr):
