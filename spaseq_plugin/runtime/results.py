@@ -11,9 +11,14 @@ from __future__ import annotations
 
 import hashlib
 import itertools
-from dataclasses import dataclass
 
 import pyoxigraph as ox
+try:
+    import cython
+except ImportError:     # interpreted, without Cython installed
+    from ..compiled import shadow as cython
+if not cython.compiled:     # interpreted, with Cython installed too: declared attributes become slots
+    from ..compiled import shadow as cython
 from rdflib.term import BNode, Variable
 
 from ..language.compiler import CompiledQuery
@@ -25,26 +30,48 @@ from ..language.syntax import Aggregate
 _MATCH_GRAPH = "urn:spaseq:match:"
 
 
-@dataclass(eq=False)
+@cython.cclass
 class Result:
     """One query answer.
 
     ``bindings`` (SELECT) maps variable names to terms, unbound ones left
     out; ``triples`` (CONSTRUCT) is the new event's graph.  ``events`` are
-    the events that made the match.
+    the events that made the match.  (A typed class, made once per result:
+    see runtime/nfa_runtime.py's Run.)
     """
+    time = cython.declare(object, visibility="public")
+    is_datetime = cython.declare(object, visibility="public")
+    bindings = cython.declare(object, visibility="public")
+    triples = cython.declare(object, visibility="public")
+    events = cython.declare(object, visibility="public")
+    graph = cython.declare(object, visibility="public")
+    id = cython.declare(object, visibility="public")
 
-    time: Time
-    is_datetime: bool
-    bindings: dict[str, Term] | None
-    triples: list[ox.Triple] | None
-    events: tuple[Event, ...]
-    graph: ox.NamedNode | None = None
-    id: str | None = None       # with checkpoints: the same for the same result on every run (result_id)
+    def __init__(self, time: Time, is_datetime: bool, bindings: dict[str, Term] | None,
+                 triples: list[ox.Triple] | None, events: tuple[Event, ...],
+                 graph: ox.NamedNode | None = None, id: str | None = None):
+        self.time = time
+        self.is_datetime = is_datetime
+        self.bindings = bindings
+        self.triples = triples
+        self.events = events
+        self.graph = graph
+        self.id = id            # with checkpoints: the same for the same result on every run (result_id)
+
+    def __repr__(self) -> str:
+        return f"Result(time={self.time!r}, is_datetime={self.is_datetime!r}, bindings={self.bindings!r}, " \
+               f"triples={self.triples!r}, events={self.events!r}, graph={self.graph!r}, id={self.id!r})"
 
 
+@cython.cclass
 class Projector:
     """Turns matches into results for one query."""
+    q = cython.declare(object, visibility="public")
+    distinct_seen = cython.declare(object, visibility="public")
+    template = cython.declare(object, visibility="public")
+    _plain = cython.declare(object, visibility="public")
+    _count = cython.declare(object, visibility="public")
+    _agg_store = cython.declare(object, visibility="public")
 
     def __init__(self, compiled: CompiledQuery):
         self.q = compiled
