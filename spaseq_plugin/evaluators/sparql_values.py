@@ -66,7 +66,33 @@ def term_cache(function):
     return functools.lru_cache(maxsize=CACHE_LIMIT)(function)
 
 
-@term_cache
+def revisited_term_cache(function):
+    """``term_cache`` for a function asked about the same term objects again and
+    again (a run's value is tested against every event it may extend, an event's
+    value against every run): an identity lookup in front of the LRU cache.  A
+    pyoxigraph term hashes its whole text (SipHash over the IRI or lexical form
+    and datatype), most of a by-value lookup's cost; an object's id hashes for
+    nothing.  The entry keeps its term alive, so no other object can have that id
+    while it is there; the identity level is emptied when it reaches CACHE_LIMIT
+    entries.  (A function asked once per term object, as for each new event's
+    literals, only pays for it.)"""
+    by_value = term_cache(function)
+    by_id: dict[int, tuple] = {}
+
+    @functools.wraps(function)
+    def cached(term):
+        entry = by_id.get(id(term))
+        if entry is not None and entry[0] is term:
+            return entry[1]
+        value = by_value(term)
+        if len(by_id) >= CACHE_LIMIT:
+            by_id.clear()
+        by_id[id(term)] = (term, value)
+        return value
+    return cached
+
+
+@revisited_term_cache
 def native(term) -> tuple:
     if isinstance(term, ox.NamedNode):
         return ("iri", term.value)

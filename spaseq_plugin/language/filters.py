@@ -14,6 +14,12 @@ import re
 from decimal import ROUND_FLOOR, Decimal
 
 from rdflib.plugins.sparql.parserutils import CompValue
+try:
+    import cython
+except ImportError:     # interpreted, without Cython installed
+    from ..compiled import shadow as cython
+if not cython.compiled:
+    from ..compiled import shadow as cython
 from rdflib.term import Literal, URIRef, Variable
 
 from ..rdflib_terms import rdflib_to_ox, unalias
@@ -84,6 +90,7 @@ def _ordering_filter(expr):
     if isinstance(right, Variable):
         other = str(right)
 
+        @cython.locals(row=dict)
         def keep(row) -> bool:
             a = row.get(name)
             if a is None:
@@ -101,6 +108,7 @@ def _ordering_filter(expr):
         return None
     constant = compile_expression(right)(None)
 
+    @cython.locals(row=dict)
     def keep_constant(row) -> bool:
         a = row.get(name)
         if a is None:
