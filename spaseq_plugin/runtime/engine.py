@@ -134,6 +134,8 @@ class Engine:
         self._kind: bool | None = None
         self._ignored_streams: set[str] = set()
         self._streams = tuple(self.compiled.streams)
+        self._stream_set = self.compiled.streams
+        self._single_stream = len(self._streams) == 1
         self._idle_closed: Time | None = None  # the latest timestamp closed by idle()
         self._hold = False                      # hold back the results of self._time (_flush_batch)
         #: with checkpoints, the query's hash: each result then gets its ``id`` (``result_id``)
@@ -168,6 +170,28 @@ class Engine:
 
     def push_event(self, event: Event) -> list[Result]:
         """Push one :class:`Event`; a bad one is rejected (counted, kept in stats)."""
+        time, stream = event.time, event.stream
+        last = self._last_per_stream.get(stream)
+        # The common case, tested at once: a stream the query reads, an integer time
+        # after that stream's last and not before the stream set's, of the stream set's
+        # kind, nothing closed by idle().  It is what _check lets through, without the
+        # calls: on a selective query this layer is a sixth of the time per event.
+        if last is not None and time.__class__ is int and time > last and time >= self._time \
+                and event.is_datetime is self._kind and self._idle_closed is None and stream in self._stream_set:
+            self._last_per_stream[stream] = time
+            stats = self.stats
+            stats.events += 1
+            stats.triples += len(event.triples)
+            if self._batch and time != self._time:
+                self._flush_batch()
+            self._time = time
+            self._batch.append(event)
+            if self._single_stream or self._complete(time):
+                self._flush_batch()
+            return self._drain()
+        return self._push_checked(event)
+
+    def _push_checked(self, event: Event) -> list[Result]:
         if isinstance(event.time, float):
             event = dataclasses.replace(event, time=as_time(event.time))
         problem = self._check(event)
