@@ -109,25 +109,40 @@ class _KbJoin:
         return frozenset().union(*(p.vars for p in self.patterns))
 
 
-@dataclass(eq=False)
+@cython.cclass
 class Plan:
-    patterns: list[_Pattern]
-    local_filters: list[tuple[frozenset[str], object]]     # (vars, keep(row))
-    stateful_filters: list[object]
-    kb: list[_KbJoin]
-    bound: frozenset[str]                  # variables the plan binds (every solution binds them all)
-    mentioned: frozenset[str]
-    comparisons: tuple = ()                # stateful conjuncts ?a op ?b, both ways round (see comparisons)
-    shape: tuple = ()                      # equal shapes: same solutions up to variable names
-    names: tuple[str, ...] = ()            # the variables in shape order
-    orders: dict = field(default_factory=dict)   # view sizes -> join steps (see _steps)
-    renames: dict = field(default_factory=dict)  # plan of the same shape -> its names to this plan's
-    bound_order: tuple[str, ...] = ()      # ``bound``, sorted: index keys list variables in this order
-    stateful_reads: tuple[str, ...] = ()   # what only the stateful filters read: a run's bindings
+    """A GPM's plan (see the module docstring), read per event and per run: a typed
+    class (see runtime/nfa_runtime.py's Run)."""
+    patterns = cython.declare(list, visibility="public")
+    local_filters = cython.declare(list, visibility="public")      # (vars, keep(row))
+    stateful_filters = cython.declare(list, visibility="public")
+    kb = cython.declare(list, visibility="public")                 # _KbJoin
+    bound = cython.declare(frozenset, visibility="public")         # what it binds (every solution binds them all)
+    mentioned = cython.declare(object, visibility="public")
+    comparisons = cython.declare(tuple, visibility="public")       # stateful ?a op ?b, both ways round (see comparisons)
+    shape = cython.declare(tuple, visibility="public")             # equal shapes: same solutions up to variable names
+    names = cython.declare(tuple, visibility="public")             # the variables in shape order
+    orders = cython.declare(dict, visibility="public")             # view sizes -> join steps (see _steps)
+    renames = cython.declare(dict, visibility="public")            # plan of the same shape -> its names to this plan's
+    bound_order = cython.declare(tuple, visibility="public")       # ``bound``, sorted: index keys list variables so
+    stateful_reads = cython.declare(tuple, visibility="public")    # what only the stateful filters read: a run's bindings
 
-    def __post_init__(self):
-        self.bound_order = tuple(sorted(self.bound))
-        self.stateful_reads = tuple(sorted(self.mentioned - self.bound))
+    def __init__(self, patterns: list[_Pattern], local_filters: list, stateful_filters: list,
+                 kb: list[_KbJoin], bound: frozenset[str], mentioned: frozenset[str],
+                 comparisons: tuple, shape: tuple, names: tuple[str, ...]):
+        self.patterns = patterns
+        self.local_filters = local_filters
+        self.stateful_filters = stateful_filters
+        self.kb = kb
+        self.bound = bound
+        self.mentioned = mentioned
+        self.comparisons = comparisons
+        self.shape = shape
+        self.names = names
+        self.orders = {}
+        self.renames = {}
+        self.bound_order = tuple(sorted(bound))
+        self.stateful_reads = tuple(sorted(mentioned - bound))
 
 
 @cython.cclass
@@ -210,7 +225,7 @@ class SpectraEvaluator:
             out.append([{**restricted, **s} for s in self.evaluate_one(gpm, event, restricted)])
         return out
 
-    @cython.locals(state=_EventState)
+    @cython.locals(state=_EventState, plan=Plan)
     def evaluate_one(self, gpm: GpmPattern, event: Event, mapping: Mapping[str, Term]) -> list[Solution]:
         """The solutions of ``gpm`` on ``event`` compatible with ``mapping``, a
         run's whole μ (only the GPM's variables count).  A solution binds the
@@ -222,9 +237,8 @@ class SpectraEvaluator:
         the KB's or Oxigraph's, all in canonical form already, so they are
         compared with the event's canonical terms as they are (``evaluate``
         canonicalises the mappings it is given)."""
-        plan = self._plans.get(gpm, _UNKNOWN)
-        if plan is _UNKNOWN:
-            plan = self.plan(gpm)
+        known = self._plans.get(gpm, _UNKNOWN)
+        plan = self.plan(gpm) if known is _UNKNOWN else known
         if plan is not None:
             try:
                 state = self._state(event)
@@ -395,7 +409,7 @@ class SpectraEvaluator:
         return state
 
     @cython.cfunc
-    @cython.locals(state=_EventState)
+    @cython.locals(state=_EventState, plan=Plan)
     def _standalone(self, gpm: GpmPattern, plan: Plan, state: _EventState) -> list[Solution]:
         """``gpm``'s solutions on the event without any run's bindings: solved once
         per plan shape and event, renamed for the other GPMs of that shape."""
@@ -416,6 +430,7 @@ class SpectraEvaluator:
         return solutions
 
     @cython.cfunc
+    @cython.locals(plan=Plan)
     def _solve(self, plan: Plan, event_views: dict) -> list[Solution]:
         views = []
         for pattern in plan.patterns:
@@ -461,7 +476,7 @@ class SpectraEvaluator:
         return rows
 
     @cython.cfunc
-    @cython.locals(state=_EventState)
+    @cython.locals(state=_EventState, plan=Plan)
     def _extend(self, gpm: GpmPattern, plan: Plan, solutions: list[Solution],
                 mapping: Mapping[str, Term], state: _EventState) -> list[Solution]:
         """The standalone solutions compatible with one run's bindings, filtered."""
@@ -590,6 +605,7 @@ def _shape(patterns: list[_Pattern], graphs: list[tuple[str, list[_Pattern]]], e
     return shape, tuple(names)
 
 
+@cython.locals(plan=Plan)
 def _steps(plan: Plan, views: list[list]) -> tuple[list, list, bool]:
     """The join steps for these view sizes, ``(subject is a variable, subject,
     object is a variable, object, the two are one variable, view index,
