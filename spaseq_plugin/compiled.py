@@ -88,6 +88,7 @@ class shadow:
     declared names)."""
     compiled = False
     bint = bool
+    Py_ssize_t = int
 
     @staticmethod
     def declare(kind=None, visibility=None) -> _Declared:

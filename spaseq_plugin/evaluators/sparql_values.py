@@ -164,11 +164,12 @@ _CANONICAL_FORMS = {
 
 def canonical(term):
     """The term as Oxigraph stores it (literals of known types in canonical form)."""
-    return _canonical(term) if isinstance(term, ox.Literal) else term
+    return canonical_literal(term) if isinstance(term, ox.Literal) else term
 
 
 @term_cache
-def _canonical(term):
+def canonical_literal(term: ox.Literal) -> ox.Literal:
+    """``canonical`` of a term known to be a literal."""
     if term.language:
         return term
     dt = term.datatype.value

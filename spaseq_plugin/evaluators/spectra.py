@@ -16,7 +16,8 @@ section 2: the GPM under the run's bindings) without a SPARQL query:
    the Oxigraph evaluator, per GPM; ``describe`` says which.
 
 2. **Summarise each event once** (GRAPH-SUMMARY): one pass over its triples
-   dispatches them by predicate into views ``predicate -> [(s, o)]``;
+   dispatches them by predicate into views, lists of ``(s, o)`` rows, one slot
+   per predicate the plans use;
    triples whose predicate no GPM uses are never looked at again.  The
    summary is shared by every GPM and every run evaluated on the event.
    Literals are canonicalised as Oxigraph would store them.
@@ -76,23 +77,30 @@ from .oxigraph import OxigraphEvaluator
 from .protocol import Solution, Term
 from ..kb import KnowledgeBase, checked_rows, solution_count
 from ..rdflib_terms import rdflib_to_ox, unalias
-from .sparql_values import Unsupported, canonical, native, revisited_term_cache
+from .sparql_values import Unsupported, canonical, canonical_literal, native, revisited_term_cache
 
 MATERIALIZE, LOOKUP = "materialize", "lookup"
 _NONE: list = []           # shared empty answer, never modified
 _UNKNOWN = object()        # (a GPM not planned yet)
 
 
-@dataclass(eq=False)
+@cython.cclass
 class _Pattern:
-    """A triple pattern: (is_var, name or term) for subject and object."""
-    subject: tuple[bool, object]
-    predicate: ox.NamedNode
-    object: tuple[bool, object]
-    vars: frozenset[str] = frozenset()
+    """A triple pattern: (is_var, name or term) for subject and object.  ``slot``: where
+    an event's summary keeps the rows of its predicate (an event pattern's; -1 in a KB
+    join).  (A typed class: see runtime/nfa_runtime.py's Run.)"""
+    subject = cython.declare(tuple, visibility="public")
+    predicate = cython.declare(object, visibility="public")
+    object = cython.declare(tuple, visibility="public")
+    vars = cython.declare(frozenset, visibility="public")
+    slot = cython.declare(cython.Py_ssize_t, visibility="public")
 
-    def __post_init__(self):
-        self.vars = frozenset(x for is_var, x in (self.subject, self.object) if is_var)
+    def __init__(self, subject: tuple[bool, object], predicate: ox.NamedNode, object: tuple[bool, object]):
+        self.subject = subject
+        self.predicate = predicate
+        self.object = object
+        self.vars = frozenset([x for is_var, x in (subject, object) if is_var])
+        self.slot = -1
 
 
 @dataclass(eq=False)
@@ -149,12 +157,12 @@ class Plan:
 class _EventState:
     """What the evaluator knows of one event: its summary and what was solved on it.
     (A Cython extension type when compiled: see runtime/nfa_runtime.py's Run.)"""
-    views = cython.declare(dict, visibility="public")
+    views = cython.declare(list, visibility="public")
     standalone = cython.declare(dict, visibility="public")
     by_shape = cython.declare(dict, visibility="public")
     indexes = cython.declare(dict, visibility="public")
 
-    def __init__(self, views: dict):
+    def __init__(self, views: list):
         self.views = views
         self.standalone = {}     # GpmPattern -> standalone solutions
         self.by_shape = {}       # id of the plan's (interned) shape -> (plan, solutions)
@@ -190,7 +198,7 @@ class SpectraEvaluator:
     _events = cython.declare(dict, visibility="public")
     _last_event = cython.declare(object, visibility="public")
     _last_state = cython.declare(_EventState, visibility="public")
-    _predicates = cython.declare(set, visibility="public")
+    _slots = cython.declare(dict, visibility="public")
     _shapes = cython.declare(dict, visibility="public")
     fallbacks = cython.declare(object, visibility="public")
 
@@ -204,7 +212,7 @@ class SpectraEvaluator:
         self._events: dict[Event, _EventState] = {}
         self._last_event: Event | None = None          # the last event _state was asked about ...
         self._last_state: _EventState | None = None    # ... and its state
-        self._predicates: set[ox.NamedNode] = set()     # what some plan's triple patterns use
+        self._slots: dict[ox.NamedNode, int] = {}       # what some plan's triple patterns use -> its view's slot
         self._shapes: dict[tuple, tuple] = {}           # one object per plan shape: keyed by id, never hashed per event
         self.fallbacks = 0           # evaluations that went to Oxigraph for a value
 
@@ -323,10 +331,14 @@ class SpectraEvaluator:
             plan = None
             self._reasons[gpm] = str(e)
         self._plans[gpm] = plan
-        if plan is not None and not {p.predicate for p in plan.patterns} <= self._predicates:
-            self._predicates |= {p.predicate for p in plan.patterns}
-            self._events.clear()         # summaries made without the new predicates
-            self._last_event = self._last_state = None
+        if plan is not None:
+            if any(p.predicate not in self._slots for p in plan.patterns):
+                for p in plan.patterns:
+                    self._slots.setdefault(p.predicate, len(self._slots))
+                self._events.clear()         # summaries made without the new predicates
+                self._last_event = self._last_state = None
+            for p in plan.patterns:
+                p.slot = self._slots[p.predicate]
         return plan
 
     def _make_plan(self, gpm: GpmPattern) -> Plan:
@@ -404,7 +416,7 @@ class SpectraEvaluator:
         if state is None:
             if len(self._events) >= _KEPT_EVENTS:
                 del self._events[next(iter(self._events))]
-            state = self._events[event] = _EventState(_summarise(event, self._predicates))
+            state = self._events[event] = _EventState(_summarise(event, self._slots))
         self._last_event, self._last_state = event, state
         return state
 
@@ -430,11 +442,11 @@ class SpectraEvaluator:
         return solutions
 
     @cython.cfunc
-    @cython.locals(plan=Plan)
-    def _solve(self, plan: Plan, event_views: dict) -> list[Solution]:
+    @cython.locals(plan=Plan, pattern=_Pattern)
+    def _solve(self, plan: Plan, event_views: list) -> list[Solution]:
         views = []
         for pattern in plan.patterns:
-            rows = event_views.get(pattern.predicate)
+            rows = event_views[pattern.slot]
             if not rows:
                 return []
             views.append(rows)
@@ -565,22 +577,25 @@ def _comparison(expr) -> list[tuple[str, str, str]]:
     return []
 
 
-def _summarise(event: Event, predicates: set[ox.NamedNode]) -> dict:
-    """GRAPH-SUMMARY: the event's triples whose predicate some plan uses, by
-    predicate, in canonical form."""
-    views: dict[ox.NamedNode, list[tuple]] = {}
+@cython.locals(slots=dict, views=list)
+def _summarise(event: Event, slots: dict) -> list:
+    """GRAPH-SUMMARY: the event's triples whose predicate some plan uses, in canonical
+    form, as (subject, object) rows in the predicate's slot (None: no such triple).
+    A predicate is hashed once (a pyoxigraph term hashes its whole IRI)."""
+    views = [None] * len(slots)
     for triple in event.triples:
-        predicate = triple.predicate
-        if predicate in predicates:
-            row = (triple.subject, canonical(triple.object))
-            rows = views.get(predicate)
+        slot = slots.get(triple.predicate)
+        if slot is not None:
+            obj = triple.object
+            row = (triple.subject, canonical_literal(obj) if isinstance(obj, ox.Literal) else obj)
+            rows = views[slot]
             if rows is None:
-                views[predicate] = [row]
+                views[slot] = [row]
             else:
                 rows.append(row)
-    for predicate, rows in views.items():
-        if len(rows) > 1:       # a graph is a set: canonical forms may make two triples one
-            views[predicate] = list(dict.fromkeys(rows))
+    for slot, rows in enumerate(views):
+        if rows is not None and len(rows) > 1:      # a graph is a set: canonical forms may make two triples one
+            views[slot] = list(dict.fromkeys(rows))
     return views
 
 
