@@ -594,9 +594,25 @@ def _summarise(event: Event, slots: dict) -> list:
             else:
                 rows.append(row)
     for slot, rows in enumerate(views):
-        if rows is not None and len(rows) > 1:      # a graph is a set: canonical forms may make two triples one
+        # A graph is a set: canonical forms may make two triples one, and an event built
+        # by hand may repeat one.  Rows hash their pyoxigraph terms' whole text, so a
+        # few rows are compared pairwise first (most differ in their subjects).
+        if rows is not None and len(rows) > 1 and _may_repeat(rows):
             views[slot] = list(dict.fromkeys(rows))
     return views
+
+
+@cython.locals(rows=list, i=cython.Py_ssize_t, j=cython.Py_ssize_t, n=cython.Py_ssize_t)
+def _may_repeat(rows: list) -> bool:
+    """Whether two of ``rows`` may be equal (a long list is not checked: True)."""
+    n = len(rows)
+    if n > 8:
+        return True
+    for i in range(n):
+        for j in range(i + 1, n):
+            if rows[i] == rows[j]:
+                return True
+    return False
 
 
 def _shape(patterns: list[_Pattern], graphs: list[tuple[str, list[_Pattern]]], exprs: list) -> tuple:
