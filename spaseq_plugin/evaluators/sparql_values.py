@@ -231,7 +231,9 @@ def compare(a: tuple, b: tuple) -> int:
     ca, cb = a[0], b[0]
     if ca == "num" and cb == "num":
         x, y = a[1], b[1]
-        if x[0] == INTEGER and y[0] == INTEGER:     # the common case: exact, never NaN
+        if x[0] != DOUBLE and y[0] != DOUBLE:
+            # integers and decimals (never NaN): Python compares int and Decimal exactly,
+            # without promoting one to the other's type
             x, y = x[1], y[1]
             return (x > y) - (x < y)
     if a is b or a == b or (_is_nan(a) and _is_nan(b)):
