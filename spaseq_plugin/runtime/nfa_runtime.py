@@ -134,9 +134,9 @@ always emitted.
 
 from __future__ import annotations
 
-import bisect
-import heapq
 import itertools
+from bisect import bisect_left, bisect_right
+from heapq import heapify, heappop, heappush
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -700,7 +700,7 @@ class Runtime:
                 buffer.extend(events)
                 oldest = part.ages[0][0]
                 if buffer[0].time < oldest:
-                    del buffer[:bisect.bisect_left(buffer, oldest, key=_event_time)]
+                    del buffer[:bisect_left(buffer, oldest, key=_event_time)]
             elif buffer:
                 buffer.clear()
 
@@ -717,7 +717,8 @@ class Runtime:
         return kept
 
     @cython.cfunc
-    @cython.locals(bucket=_Bucket, run=Run)
+    @cython.locals(bucket=_Bucket, run=Run, runs=list, numbers=list, i=cython.Py_ssize_t,
+                   low=cython.Py_ssize_t, high=cython.Py_ssize_t)
     def _visit(self, edge: Edge, bucket: _Bucket, limit: float | None, upward: bool,
                candidates: dict[int, Run]) -> bool:
         """Add the bucket's runs the batch may extend to ``candidates`` (sorted runs
@@ -730,13 +731,20 @@ class Runtime:
             low, high = 0, len(runs)
             if limit is not None:
                 if upward:
-                    low = bisect.bisect_left(numbers, limit)
+                    low = bisect_left(numbers, limit)
                 else:
-                    high = bisect.bisect_right(numbers, limit)
-            kept = self._collect(edge, runs[low:high], candidates)
+                    high = bisect_right(numbers, limit)
+            # one pass: the live runs become candidates, the others leave the bucket
+            spent = 1 << edge.index
+            kept, kept_numbers = [], []
+            for i in range(low, high):
+                run = runs[i]
+                if not (run.dead or run.spent & spent):
+                    kept.append(run)
+                    kept_numbers.append(numbers[i])
+                    candidates[id(run)] = run
             if len(kept) != high - low:
-                alive = set(map(id, kept))
-                numbers[low:high] = [n for n, run in zip(numbers[low:high], runs[low:high]) if id(run) in alive]
+                numbers[low:high] = kept_numbers
                 runs[low:high] = kept
         return bool(bucket.sorted or bucket.unsorted)
 
@@ -948,8 +956,8 @@ class Runtime:
             return
         pending = _Pending(run, guards, deadline)
         entry = (deadline, next(self._seq), pending)
-        heapq.heappush(part.pending, entry)
-        heapq.heappush(self.pending_heap, entry)
+        heappush(part.pending, entry)
+        heappush(self.pending_heap, entry)
         self.active_runs += 1
         part.runs += 1
         self.state_bytes += _PENDING_BYTES
@@ -969,14 +977,14 @@ class Runtime:
             else:
                 alive.append(entry)
         if len(alive) != len(part.pending):
-            heapq.heapify(alive)
+            heapify(alive)
             part.pending = alive
 
     @cython.cfunc
     def _emit_due_pending(self, time: Time) -> None:
         heap = self.pending_heap
         while heap and (heap[0][0] < time or (self.tumbling and heap[0][0] <= time)):
-            deadline, _, pending = heapq.heappop(heap)
+            deadline, _, pending = heappop(heap)
             if not pending.killed:
                 part = self._retire(pending)
                 self._emit_run(pending.run, deadline)
@@ -1003,14 +1011,14 @@ class Runtime:
         horizon = time - self.window
         heap = self._deadlines
         while heap and heap[0][0] < horizon:
-            part = heapq.heappop(heap)[2]
+            part = heappop(heap)[2]
             part.filed = False
             if part.dropped:
                 self._stale_deadlines -= 1
                 continue
             ages = part.ages
             while ages and ages[0][0] < horizon:
-                run = heapq.heappop(ages)[2]
+                run = heappop(ages)[2]
                 if not run.dead:
                     self._kill(part, run)
             self._settle(part)
@@ -1051,14 +1059,14 @@ class Runtime:
                 self._stale_deadlines += 1
                 if self._stale_deadlines > len(self._deadlines) // 2 + COMPACT_SLACK:
                     self._deadlines = [e for e in self._deadlines if not e[2].dropped]
-                    heapq.heapify(self._deadlines)
+                    heapify(self._deadlines)
                     self._stale_deadlines = 0
             return
         if part.garbage > part.runs + COMPACT_SLACK:
             self._compact(part)
         if not part.filed and part.ages:
             part.filed = True
-            heapq.heappush(self._deadlines, (part.ages[0][0], next(self._seq), part))
+            heappush(self._deadlines, (part.ages[0][0], next(self._seq), part))
 
     @cython.cfunc
     def _compact(self, part: _Partition) -> None:
@@ -1073,9 +1081,9 @@ class Runtime:
                 del part.waiting[edge]
         part.strict = [run for run in part.strict if not run.dead]
         part.ages = [entry for entry in part.ages if not entry[2].dead]
-        heapq.heapify(part.ages)
+        heapify(part.ages)
         part.pending = [entry for entry in part.pending if not entry[2].killed]
-        heapq.heapify(part.pending)
+        heapify(part.pending)
         part.garbage = 0
 
     @cython.cfunc
@@ -1087,7 +1095,7 @@ class Runtime:
         self.active_runs += 1
         part.runs += 1
         self.state_bytes += size
-        heapq.heappush(part.ages, (run.first, next(self._seq), run))
+        heappush(part.ages, (run.first, next(self._seq), run))
         if run.state in self._strict_states:
             part.strict.append(run)
         keys = run.keys = self._probe_keys(run)
@@ -1111,7 +1119,7 @@ class Runtime:
             if number is None:
                 bucket.unsorted.append(run)
             else:
-                at = bisect.bisect_right(bucket.numbers, number)
+                at = bisect_right(bucket.numbers, number)
                 bucket.numbers.insert(at, number)
                 bucket.sorted.insert(at, run)
 
@@ -1182,7 +1190,7 @@ class Runtime:
         if pending is not None and (run is None or pending.run.first < run.first):
             part = self._retire(pending)
         elif run is not None:
-            heapq.heappop(part.ages)
+            heappop(part.ages)
             self._kill(part, run)
         else:
             return False
@@ -1208,20 +1216,20 @@ class Runtime:
                 if oldest[1] is None or run.first < oldest[1].first:
                     oldest = (part, run)
                 break
-            heapq.heappop(heap)
+            heappop(heap)
             part.filed = False
             if part.dropped:
                 self._stale_deadlines -= 1
             elif run is not None:
                 part.filed = True
-                heapq.heappush(heap, (run.first, next(self._seq), part))
+                heappush(heap, (run.first, next(self._seq), part))
         return oldest
 
     @cython.cfunc
     def _oldest_pending(self, scope: _Partition | None) -> _Pending | None:
         heap = scope.pending if scope is not None else self.pending_heap
         while heap and heap[0][2].killed:
-            heapq.heappop(heap)
+            heappop(heap)
         return heap[0][2] if heap else None
 
     def _limit_message(self, part: _Partition, run: Run, scope: _Partition | None, size: int) -> str:
@@ -1368,7 +1376,7 @@ def _run_bytes(run: Run) -> int:
 def _top_live(ages: list[tuple[Time, int, Run]]) -> Run | None:
     """The oldest live run of an ``ages`` heap (dead ones on top are dropped)."""
     while ages and ages[0][2].dead:
-        heapq.heappop(ages)
+        heappop(ages)
     return ages[0][2] if ages else None
 
 
