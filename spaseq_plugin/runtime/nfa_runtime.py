@@ -481,7 +481,8 @@ class Runtime:
             self._batching = False
         matches = self._batch_matches
         if matches:
-            matches.sort(key=_match_order)
+            if len(matches) > 1:
+                matches.sort(key=_match_order)
             for match in matches:
                 self.emit(match)
             matches.clear()
