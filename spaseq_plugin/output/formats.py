@@ -11,13 +11,13 @@ as JSON text in csv, tsv and json.
 from __future__ import annotations
 
 import csv
-import functools
 import json
 from typing import IO
 
 import pyoxigraph as ox
 
 from ..errors import UsageError
+from ..evaluators.sparql_values import revisited_term_cache
 from ..events import PROV_GENERATED_AT, format_time, time_literal
 from ..hookspecs import ResultSink, hookimpl
 from ..runtime.results import ConstructedEvents, Result, term_to_json
@@ -75,9 +75,10 @@ def _events_text(result: Result) -> str:
     return json.dumps(_events_json(result), ensure_ascii=False, separators=(",", ":"))
 
 
-@functools.lru_cache(maxsize=4_096)
+@revisited_term_cache
 def _term_text(term) -> str:
-    """A term's JSON text, remembered for the terms used last: results repeat their values."""
+    """A term's JSON text, remembered for the terms used last: results repeat their values
+    (the same term objects: a run's value is in each of its matches)."""
     return json.dumps(term_to_json(term), ensure_ascii=False)
 
 
