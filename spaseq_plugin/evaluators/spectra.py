@@ -509,10 +509,12 @@ class SpectraEvaluator:
             # Every solution binds all of plan.bound, so the index already made
             # the candidates agree with the mapping.
             return candidates
-        reads = {v: mapping[v] for v in plan.stateful_reads if v in mapping}
         out = []
         for s in candidates:
-            row = {**reads, **s}
+            row = dict(s)           # and the run's values its stateful filters read (not bound by s)
+            for v in plan.stateful_reads:
+                if v in mapping:
+                    row[v] = mapping[v]
             for keep in filters:
                 if not keep(row):
                     break
