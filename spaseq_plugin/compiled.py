@@ -110,6 +110,8 @@ class shadow:
     def cfunc(function):
         return function
 
+    ccall = cfunc
+
     @staticmethod
     def locals(**types):
         return lambda function: function

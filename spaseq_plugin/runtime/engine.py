@@ -50,7 +50,7 @@ from ..kb import KnowledgeBase
 from ..plugins import call_started, call_stopped
 from ..stores import knowledge_base
 from .checkpoint import SnapshotReader, SnapshotWriter, decode_time, encode_time, gc_paused
-from .results import Projector, Result, result_id
+from .results import Collector, Projector, Result, result_id
 from .nfa_runtime import Match, Runtime, StateLimits
 
 log = logging.getLogger(__name__)
@@ -123,7 +123,7 @@ class Engine:
         self.stats = RunStats()
         self.on_result = on_result
         self.on_reject = on_reject
-        self._out: list[Result] = []
+        self._collector = Collector(self.projector)
         self.runtime = Runtime(self.compiled, self.evaluator, self._on_match, start, state_limits)
         self._keyed = bool(self.compiled.partition_by)       # stats count live keys
         self._closed = False
@@ -138,8 +138,8 @@ class Engine:
         self._single_stream = len(self._streams) == 1
         self._idle_closed: Time | None = None  # the latest timestamp closed by idle()
         self._hold = False                      # hold back the results of self._time (_flush_batch)
-        #: with checkpoints, the query's hash: each result then gets its ``id`` (``result_id``)
-        self.result_ids: str | None = None
+        self._result_ids: str | None = None
+        self._route_matches()
 
     @property
     def current_time(self) -> Time | None:
@@ -268,7 +268,7 @@ class Engine:
     def can_snapshot(self) -> bool:
         """Whether every result so far has been returned (none is held back): a
         snapshot is taken only then, so that a restored engine owes no result."""
-        return not self._out
+        return not self._collector.out
 
     def snapshot(self) -> dict:
         """Everything the engine holds, as plain JSON-ready data (the format is
@@ -328,6 +328,7 @@ class Engine:
             self.stats = RunStats(**stats, rejected_by_reason=Counter(reasons))
             self.stats.rejections = [EventError(message, position, reason=reason, graph=graph)
                                      for message, position, reason, graph in rejections]
+            self._collector.matches, self._collector.results = self.stats.matches, self.stats.results
         except (KeyError, IndexError, TypeError, AttributeError) as error:
             raise ValueError(f"the snapshot does not fit this query ({type(error).__name__}: {error})") from None
 
@@ -379,31 +380,48 @@ class Engine:
 
     def _update_stats(self) -> None:
         runtime, stats = self.runtime, self.stats
+        stats.matches = self._collector.matches
+        stats.results = self._collector.results
         stats.peak_runs = runtime.peak_runs
         stats.dropped_runs = runtime.dropped_runs
         if self._keyed:
             stats.live_keys = len(runtime.partitions)
             stats.peak_keys = runtime.peak_keys
 
+    @property
+    def result_ids(self) -> str | None:
+        """With checkpoints, the query's hash: each result then gets its ``id`` (``result_id``)."""
+        return self._result_ids
+
+    @result_ids.setter
+    def result_ids(self, query_hash: str | None) -> None:
+        self._result_ids = query_hash
+        self._route_matches()
+
+    def _route_matches(self) -> None:
+        """Matches go straight to the collector unless a result needs more (an id, the
+        callback) or a subclass looks at each match (``_on_match``)."""
+        plain = self._result_ids is None and self.on_result is None and type(self)._on_match is Engine._on_match
+        self.runtime.emit = self._collector.add if plain else self._on_match
+
     def _on_match(self, match: Match) -> None:
-        self.stats.matches += 1
-        result = self.projector.project(match)
+        result = self._collector.project(match)
         if result is None:
             return
-        self.stats.results += 1
-        if self.result_ids is not None:
-            result.id = result_id(self.result_ids, result)
+        if self._result_ids is not None:
+            result.id = result_id(self._result_ids, result)
         if self.on_result is not None:
             self.on_result(result)
-        self._out.append(result)
+        self._collector.out.append(result)
 
     def _drain(self) -> list[Result]:
-        if self._hold and self._out:
+        collector = self._collector
+        if self._hold and collector.out:
             held = self._time
-            out = [result for result in self._out if result.time != held]
-            self._out = [result for result in self._out if result.time == held]
+            out = [result for result in collector.out if result.time != held]
+            collector.out = [result for result in collector.out if result.time == held]
             return out
-        out, self._out = self._out, []
+        out, collector.out = collector.out, []
         return out
 
 

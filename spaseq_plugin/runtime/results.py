@@ -98,6 +98,10 @@ class Projector:
 
     def project(self, match: Match) -> Result | None:
         """The result of a match, or ``None`` when DISTINCT has seen it."""
+        return self._project(match)
+
+    @cython.cfunc
+    def _project(self, match: Match) -> Result | None:
         is_dt = bool(match.events) and match.events[0].is_datetime
         if self.template is not None:
             number = next(self._count)
@@ -168,6 +172,38 @@ class Projector:
                     continue       # not a valid triple: skipped, as SPARQL CONSTRUCT does
                 out.append(ox.Triple(s, p, o))
         return out
+
+
+@cython.cclass
+class Collector:
+    """A run's results in order, and the counts of matches and results.  The runtime
+    hands each match to :meth:`add` itself when nothing else is wanted of a result
+    (no result ids, no callback: ``Engine``), so that a match becomes a kept result
+    in compiled code, without a Python frame."""
+    projector = cython.declare(Projector, visibility="public")
+    out = cython.declare(list, visibility="public")
+    matches = cython.declare(object, visibility="public")
+    results = cython.declare(object, visibility="public")
+
+    def __init__(self, projector: Projector):
+        self.projector = projector
+        self.out = []           # results not yet handed out
+        self.matches = 0
+        self.results = 0
+
+    @cython.ccall
+    def project(self, match: Match) -> Result | None:
+        """The match's result (None: DISTINCT has seen it), counted, not kept."""
+        self.matches += 1
+        result = self.projector._project(match)
+        if result is not None:
+            self.results += 1
+        return result
+
+    def add(self, match: Match) -> None:
+        result = self.project(match)
+        if result is not None:
+            self.out.append(result)
 
 
 def merge_constructed(results: list[Result]) -> Result:
