@@ -407,6 +407,7 @@ class Runtime:
     _deadlines = cython.declare(list, visibility="public")
     _stale_deadlines = cython.declare(object, visibility="public")
     _batch_streams = cython.declare(object, visibility="public")
+    _batch_stream = cython.declare(object, visibility="public")
     _prefetching = cython.declare(object, visibility="public")
     _evaluate_one = cython.declare(object, visibility="public")
     _probes = cython.declare(dict, visibility="public")
@@ -450,6 +451,7 @@ class Runtime:
         self._deadlines: list[tuple[Time, int, _Partition]] = []   # partitions by oldest first τ
         self._stale_deadlines = 0                   # entries of dropped partitions in it
         self._batch_streams: set[str] = set()
+        self._batch_stream: str | None = None     # the batch's one stream (None: several)
         # evaluators that answer many mappings in one query get them together
         self._prefetching = getattr(evaluator, "batches_mappings", False)
         self._evaluate_one = None if self._prefetching else getattr(evaluator, "evaluate_one", None)
@@ -655,6 +657,7 @@ class Runtime:
         if part.pending:
             self._check_pending(part, events)
         streams = self._batch_streams = {e.stream for e in events}
+        self._batch_stream = events[0].stream if len(streams) == 1 else None
         self._batch_keys = {}
         candidates: dict[int, Run] = {}
         strict = {id(run) for run in part.strict}
@@ -783,11 +786,19 @@ class Runtime:
 
     @cython.cfunc
     @cython.locals(step=_Step)
+    def _reads_batch(self, step: _Step) -> cython.bint:
+        """Whether ``step``'s atom reads a stream of the batch (mostly one: a set lookup)."""
+        if self._batch_stream is not None:
+            return self._batch_stream in step.streams
+        return not step.streams.isdisjoint(self._batch_streams)
+
+    @cython.cfunc
+    @cython.locals(step=_Step)
     def _start(self, part: _Partition, time: Time, events: list[Event], created: list[Run]) -> None:
         """New runs: every way an initial edge matches the batch (whatever the
         strategy: a run starts at any event)."""
         for step in self._steps[self.nfa.initial]:
-            if not step.streams.isdisjoint(self._batch_streams):
+            if self._reads_batch(step):
                 for solution, used in self._match(step, _EMPTY, events, True):
                     self._extend(part, self._root, step, dict(solution), used, time, created, True)
 
@@ -796,7 +807,6 @@ class Runtime:
     def _advance(self, part: _Partition, run: Run, time: Time, events: list[Event],
                  created: list[Run], strict_turn: bool) -> None:
         """Try every live edge of ``run`` on the batch; spend edges per strategy."""
-        streams = self._batch_streams
         steps = self._steps[run.state]
         alive = ~run.spent          # the edges alive before this batch (the loop spends some)
         for step in steps:
@@ -805,7 +815,7 @@ class Runtime:
             if step.strict and not strict_turn:
                 run.spent |= step.bit
                 continue
-            if step.streams.isdisjoint(streams):
+            if not self._reads_batch(step):
                 if step.strict:
                     run.spent |= step.bit
                 continue
