@@ -795,7 +795,7 @@ def _run(args) -> int:
             # the outputs can still be closed whole and the stop reported.
             del reserve
             if args.engine == "stream":
-                engine.runtime = None
+                engine.drop_state()
             stopped = LimitError(OUT_OF_MEMORY)
         finally:
             progress.done()

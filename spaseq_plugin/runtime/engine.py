@@ -120,7 +120,7 @@ class Engine:
         self.kb, self._own_kb = knowledge_base(kb) if kb is not None else (None, False)
         self.evaluator = evaluator or SpectraEvaluator(self.kb)
         self.projector = Projector(self.compiled)
-        self.stats = RunStats()
+        self._stats = RunStats()
         self.on_result = on_result
         self.on_reject = on_reject
         self._collector = Collector(self.projector)
@@ -179,7 +179,7 @@ class Engine:
         if last is not None and time.__class__ is int and time > last and time >= self._time \
                 and event.is_datetime is self._kind and self._idle_closed is None and stream in self._stream_set:
             self._last_per_stream[stream] = time
-            stats = self.stats
+            stats = self._stats
             stats.events += 1
             stats.triples += len(event.triples)
             if self._batch and time != self._time:
@@ -204,8 +204,8 @@ class Engine:
             self._ignore(event.stream)
             return self._drain()
         self._last_per_stream[event.stream] = event.time
-        self.stats.events += 1
-        self.stats.triples += len(event.triples)
+        self._stats.events += 1
+        self._stats.triples += len(event.triples)
         if self._time is not None and event.time != self._time:
             self._flush_batch()
         self._time = event.time
@@ -234,7 +234,7 @@ class Engine:
         return True
 
     def reject(self, error: EventError) -> None:
-        self.stats.count_rejection(error)
+        self._stats.count_rejection(error)
         if self.on_reject is not None:
             self.on_reject(error)
 
@@ -243,7 +243,6 @@ class Engine:
         self._flush_batch()
         self.runtime.finish()
         self._hold = False
-        self._update_stats()
         if not self._closed:
             self._closed = True
             call_stopped(self)
@@ -304,7 +303,7 @@ class Engine:
     def restore(self, snapshot: dict) -> None:
         """Become the engine :meth:`snapshot` saved (a new engine of the same query,
         before any push).  Raises ``ValueError`` on a snapshot that does not fit."""
-        if self.stats.events or self._time is not None:
+        if self._stats.events or self._time is not None:
             raise RuntimeError("restore into a new engine, before any push")
         with gc_paused():
             self._restore(snapshot)
@@ -325,10 +324,10 @@ class Engine:
             stats = dict(state["stats"])
             reasons = stats.pop("rejected_by_reason")
             rejections = stats.pop("rejections")
-            self.stats = RunStats(**stats, rejected_by_reason=Counter(reasons))
-            self.stats.rejections = [EventError(message, position, reason=reason, graph=graph)
-                                     for message, position, reason, graph in rejections]
-            self._collector.matches, self._collector.results = self.stats.matches, self.stats.results
+            self._stats = RunStats(**stats, rejected_by_reason=Counter(reasons))
+            self._stats.rejections = [EventError(message, position, reason=reason, graph=graph)
+                                      for message, position, reason, graph in rejections]
+            self._collector.matches, self._collector.results = self._stats.matches, self._stats.results
         except (KeyError, IndexError, TypeError, AttributeError) as error:
             raise ValueError(f"the snapshot does not fit this query ({type(error).__name__}: {error})") from None
 
@@ -336,7 +335,7 @@ class Engine:
 
     def _ignore(self, stream: str) -> None:
         """An event of a stream the query does not read: counted, and said once per stream."""
-        self.stats.ignored += 1
+        self._stats.ignored += 1
         if stream not in self._ignored_streams:
             self._ignored_streams.add(stream)
             known = ", ".join(f"<{iri}>" for iri in sorted(self.compiled.streams))
@@ -368,18 +367,22 @@ class Engine:
     def _flush_batch(self) -> None:
         if self._batch:
             batch, self._batch = self._batch, []
-            try:
-                self.runtime.process_batch(batch[0].time, batch)
-            finally:
-                self._update_stats()
+            self.runtime.process_batch(batch[0].time, batch)
             # A trailing negation's match due at this very time comes out with the next
             # batch: hold this time's results back until then, so that the results of
             # one match time always come out together (a CONSTRUCT sink writes them
             # as one event).
             self._hold = bool(self.runtime.pending_heap) and self.runtime.pending_heap[0][0] == batch[0].time
 
-    def _update_stats(self) -> None:
-        runtime, stats = self.runtime, self.stats
+    @property
+    def stats(self) -> RunStats:
+        """The run's figures so far (the runtime's are read when they are asked for)."""
+        if self.runtime is not None:
+            self._read_runtime_stats()
+        return self._stats
+
+    def _read_runtime_stats(self) -> None:
+        runtime, stats = self.runtime, self._stats
         stats.matches = self._collector.matches
         stats.results = self._collector.results
         stats.peak_runs = runtime.peak_runs
@@ -387,6 +390,12 @@ class Engine:
         if self._keyed:
             stats.live_keys = len(runtime.partitions)
             stats.peak_keys = runtime.peak_keys
+
+    def drop_state(self) -> None:
+        """Let the run's state go (out of memory: so that the outputs can still be
+        closed whole and the stop reported); :attr:`stats` keeps the figures so far."""
+        self._read_runtime_stats()
+        self.runtime = None
 
     @property
     def result_ids(self) -> str | None:
