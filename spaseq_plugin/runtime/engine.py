@@ -188,7 +188,7 @@ class Engine:
             self._batch.append(event)
             if self._single_stream or self._complete(time):
                 self._flush_batch()
-            return self._drain()
+            return self._drain() if self._collector.out else []
         return self._push_checked(event)
 
     def _push_checked(self, event: Event) -> list[Result]:
