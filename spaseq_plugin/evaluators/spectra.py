@@ -665,42 +665,44 @@ def _steps(plan: Plan, views: list[list]) -> tuple[list, list, bool]:
 
 def _join(order: list, views: list[list]) -> list[Solution]:
     """The event pattern's solutions: the join steps as nested loops over the views."""
-    last = len(order) - 1
     solutions: list[Solution] = []
-    row: dict = {}
-
-    def extend(depth: int) -> None:
-        s_var, s, o_var, o, same, index, ready = order[depth]
-        s_val = row.get(s) if s_var else s
-        o_val = row.get(o) if o_var else o
-        bind_s = s_val is None          # (a constant is never None)
-        bind_o = o_val is None and not (same and bind_s)
-        for subject, obj in views[index]:
-            if not bind_s and subject != s_val:
-                continue
-            if o_val is not None and obj != o_val:
-                continue
-            if same and bind_s and obj != subject:    # ?x :p ?x
-                continue
-            if bind_s:
-                row[s] = subject
-            if bind_o:
-                row[o] = obj
-            for keep in ready:
-                if not keep(row):
-                    break
-            else:
-                if depth == last:
-                    solutions.append(dict(row))
-                else:
-                    extend(depth + 1)
-            if bind_s:
-                del row[s]
-            if bind_o:
-                del row[o]
-
-    extend(0)
+    _extend_join(order, views, 0, len(order) - 1, {}, solutions)
     return solutions
+
+
+@cython.cfunc
+@cython.locals(depth=cython.Py_ssize_t, last=cython.Py_ssize_t, row=dict, solutions=list)
+def _extend_join(order: list, views: list, depth: int, last: int, row: dict, solutions: list) -> None:
+    """Step ``depth`` of ``_join`` under the bindings in ``row`` (a C function when
+    compiled: the recursion costs no Python frame)."""
+    s_var, s, o_var, o, same, index, ready = order[depth]
+    s_val = row.get(s) if s_var else s
+    o_val = row.get(o) if o_var else o
+    bind_s = s_val is None          # (a constant is never None)
+    bind_o = o_val is None and not (same and bind_s)
+    for subject, obj in views[index]:
+        if not bind_s and subject != s_val:
+            continue
+        if o_val is not None and obj != o_val:
+            continue
+        if same and bind_s and obj != subject:    # ?x :p ?x
+            continue
+        if bind_s:
+            row[s] = subject
+        if bind_o:
+            row[o] = obj
+        for keep in ready:
+            if not keep(row):
+                break
+        else:
+            if depth == last:
+                solutions.append(dict(row))
+            else:
+                _extend_join(order, views, depth + 1, last, row, solutions)
+        if bind_s:
+            del row[s]
+        if bind_o:
+            del row[o]
 
 
 def _join_single_rows(order: list, views: list[list]) -> list[Solution]:
