@@ -1324,8 +1324,10 @@ class Runtime:
             self.emit(match)
 
     def _partition_keys(self, event: Event) -> set[tuple]:
-        return partition_keys(self.q, self._placement, event,
-                              lambda gpm: self._evaluate(gpm, event, {}, True))
+        return partition_keys(self.q, self._placement, event, self._standalone_on)
+
+    def _standalone_on(self, gpm: GpmPattern, event: Event) -> list[Solution]:
+        return self._evaluate(gpm, event, _EMPTY, True)
 
 
 def distinct_placement(compiled: CompiledQuery, evaluator) -> list[GpmPattern]:
@@ -1343,16 +1345,16 @@ def distinct_placement(compiled: CompiledQuery, evaluator) -> list[GpmPattern]:
 
 
 def partition_keys(compiled: CompiledQuery, placement: list[GpmPattern], event: Event,
-                   standalone: Callable[[GpmPattern], list[Solution]]) -> set[tuple]:
+                   standalone: Callable[[GpmPattern, Event], list[Solution]]) -> set[tuple]:
     """The PARTITION BY keys an event belongs to (semantics.md section 8): the values any
-    placement pattern (``distinct_placement``) binds on it; ``standalone(gpm)`` gives a
-    GPM's solutions on the event."""
+    placement pattern (``distinct_placement``) binds on it; ``standalone(gpm, event)``
+    gives a GPM's solutions on the event."""
     keys = set()
     variables = compiled.query.partition_by
     for gpm in placement:
         if event.stream not in gpm.streams:
             continue
-        for solution in standalone(gpm):
+        for solution in standalone(gpm, event):
             key = tuple([solution.get(v) for v in variables])
             if None not in key:
                 keys.add(key)
