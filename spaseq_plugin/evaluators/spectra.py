@@ -458,7 +458,7 @@ class SpectraEvaluator:
         for join in plan.kb:
             solutions = self._join_kb(join, solutions)
         if final:
-            solutions = [s for s in solutions if all(keep(s) for keep in final)]
+            solutions = [s for s in solutions if _keeps(final, s)]
         return solutions
 
     @cython.cfunc
@@ -534,6 +534,15 @@ def _index(gpm: GpmPattern, variables: tuple[str, ...], solutions: list[Solution
         for s in solutions:
             index.setdefault(tuple([s[v] for v in variables]), []).append(s)
     return index
+
+
+@cython.cfunc
+def _keeps(filters: list, row: dict) -> cython.bint:
+    """Whether every filter keeps ``row`` (a loop: ``all()`` over a generator costs a frame)."""
+    for keep in filters:
+        if not keep(row):
+            return False
+    return True
 
 
 def _place(plan: Plan, variable: str) -> int | None:

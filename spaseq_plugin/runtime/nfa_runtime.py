@@ -882,7 +882,7 @@ class Runtime:
                         if event.stream not in gpm.streams:
                             continue
                         for s in self._evaluate(gpm, event, merged, standalone and not injected):
-                            if any(solution.get(v, t) != t for v, t in s.items()):
+                            if _conflict(solution, s):
                                 continue
                             combined = dict(solution)
                             combined.update(s)
@@ -974,17 +974,24 @@ class Runtime:
         self.state_bytes += _PENDING_BYTES
 
     @cython.cfunc
+    @cython.locals(pending=_Pending)
+    def _guards_hit_batch(self, pending: _Pending, events: list[Event]) -> cython.bint:
+        """Whether an event of the batch matches one of ``pending``'s negation guards."""
+        for event in events:
+            for g in pending.guards:
+                if event.stream in g.streams and self._evaluate(g, event, pending.run.mu, False):
+                    return True
+        return False
+
+    @cython.cfunc
     def _check_pending(self, part: _Partition, events: list[Event]) -> None:
         alive = []
         for entry in part.pending:
             pending = entry[2]
             if pending.killed:
                 continue
-            for event in events:
-                if any(event.stream in g.streams and self._evaluate(g, event, pending.run.mu, False)
-                       for g in pending.guards):
-                    self._retire(pending)
-                    break
+            if self._guards_hit_batch(pending, events):
+                self._retire(pending)
             else:
                 alive.append(entry)
         if len(alive) != len(part.pending):
@@ -1403,6 +1410,17 @@ def _heap_order(entry: tuple) -> tuple:
 
 def _match_order(match: Match) -> tuple:
     return match.time, tuple([event.time for event in match.events])     # (a generator costs more)
+
+
+@cython.cfunc
+@cython.locals(a=dict)
+def _conflict(a: dict, b: dict) -> cython.bint:
+    """Whether two solutions bind a variable to different terms (a loop, not ``any()``
+    over a generator: a generator costs a frame per call in compiled code)."""
+    for v, t in b.items():
+        if a.get(v, t) != t:
+            return True
+    return False
 
 
 def _append_iteration(iterations, atom: int, local: Solution):
