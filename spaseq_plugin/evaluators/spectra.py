@@ -588,6 +588,7 @@ def _comparison(expr) -> list[tuple[str, str, str]]:
     return []
 
 
+@cython.cfunc
 @cython.locals(slots=dict, views=list)
 def _summarise(event: Event, slots: dict) -> list:
     """GRAPH-SUMMARY: the event's triples whose predicate some plan uses, in canonical
@@ -613,6 +614,7 @@ def _summarise(event: Event, slots: dict) -> list:
     return views
 
 
+@cython.cfunc
 @cython.locals(rows=list, i=cython.Py_ssize_t, j=cython.Py_ssize_t, n=cython.Py_ssize_t)
 def _may_repeat(rows: list) -> bool:
     """Whether two of ``rows`` may be equal (a long list is not checked: True)."""
@@ -647,6 +649,7 @@ def _shape(patterns: list[_Pattern], graphs: list[tuple[str, list[_Pattern]]], e
     return shape, tuple(names)
 
 
+@cython.cfunc
 @cython.locals(plan=Plan)
 def _steps(plan: Plan, views: list[list]) -> tuple[list, list, bool]:
     """The join steps for these view sizes, ``(subject is a variable, subject,
@@ -672,6 +675,7 @@ def _steps(plan: Plan, views: list[list]) -> tuple[list, list, bool]:
     return found
 
 
+@cython.cfunc
 def _join(order: list, views: list[list]) -> list[Solution]:
     """The event pattern's solutions: the join steps as nested loops over the views."""
     solutions: list[Solution] = []
@@ -714,6 +718,8 @@ def _extend_join(order: list, views: list, depth: int, last: int, row: dict, sol
             del row[o]
 
 
+@cython.cfunc
+@cython.locals(row=dict)
 def _join_single_rows(order: list, views: list[list]) -> list[Solution]:
     """``_join`` when every view has one row (each predicate once in the event,
     the common case): one pass over the steps, no loops."""
