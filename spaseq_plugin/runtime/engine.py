@@ -51,7 +51,7 @@ from ..plugins import call_started, call_stopped
 from ..stores import knowledge_base
 from .checkpoint import SnapshotReader, SnapshotWriter, decode_time, encode_time, gc_paused
 from .results import Collector, Projector, Result, result_id
-from .nfa_runtime import Match, Runtime, StateLimits
+from .nfa_runtime import Batcher, Match, Runtime, StateLimits
 
 log = logging.getLogger(__name__)
 
@@ -128,28 +128,20 @@ class Engine:
         self._keyed = bool(self.compiled.partition_by)       # stats count live keys
         self._closed = False
         call_started(self)
-        self._batch: list[Event] = []
-        self._time: Time | None = None
-        self._last_per_stream: dict[str, Time] = {}
-        self._kind: bool | None = None
+        self._batcher = Batcher(self.runtime, self._collector, self.compiled.streams)
         self._ignored_streams: set[str] = set()
-        self._streams = tuple(self.compiled.streams)
-        self._stream_set = self.compiled.streams
-        self._single_stream = len(self._streams) == 1
-        self._idle_closed: Time | None = None  # the latest timestamp closed by idle()
-        self._hold = False                      # hold back the results of self._time (_flush_batch)
         self._result_ids: str | None = None
         self._route_matches()
 
     @property
     def current_time(self) -> Time | None:
         """The timestamp being processed (``None`` before the first event)."""
-        return self._time
+        return self._batcher.time
 
     @property
     def is_datetime(self) -> bool:
         """Whether the input's timestamps are xsd:dateTime (else numbers)."""
-        return bool(self._kind)
+        return bool(self._batcher.kind)
 
     @property
     def warnings(self) -> list[str]:
@@ -170,26 +162,10 @@ class Engine:
 
     def push_event(self, event: Event) -> list[Result]:
         """Push one :class:`Event`; a bad one is rejected (counted, kept in stats)."""
-        time, stream = event.time, event.stream
-        last = self._last_per_stream.get(stream)
-        # The common case, tested at once: a stream the query reads, an integer time
-        # after that stream's last and not before the stream set's, of the stream set's
-        # kind, nothing closed by idle().  It is what _check lets through, without the
-        # calls: on a selective query this layer is a sixth of the time per event.
-        if last is not None and time.__class__ is int and time > last and time >= self._time \
-                and event.is_datetime is self._kind and self._idle_closed is None and stream in self._stream_set:
-            self._last_per_stream[stream] = time
-            stats = self._stats
-            stats.events += 1
-            stats.triples += len(event.triples)
-            if self._batch and time != self._time:
-                self._flush_batch()
-            self._time = time
-            self._batch.append(event)
-            if self._single_stream or self._complete(time):
-                self._flush_batch()
-            return self._drain() if self._collector.out else []
-        return self._push_checked(event)
+        # The common case (what _check lets through, tested at once) is the batcher's,
+        # compiled: on a selective query this layer was a sixth of the time per event.
+        results = self._batcher.push(event)
+        return self._push_checked(event) if results is None else results
 
     def _push_checked(self, event: Event) -> list[Result]:
         if isinstance(event.time, float):
@@ -199,39 +175,23 @@ class Engine:
             message, reason = problem
             self.reject(EventError(message, event.position, reason=reason, event=event,
                                    graph=None if event.name is None else str(event.name)))
-            return self._drain()
+            return self._batcher.drain()
         if event.stream not in self.compiled.streams:
             self._ignore(event.stream)
-            return self._drain()
-        self._last_per_stream[event.stream] = event.time
-        self._stats.events += 1
-        self._stats.triples += len(event.triples)
-        if self._time is not None and event.time != self._time:
-            self._flush_batch()
-        self._time = event.time
-        self._batch.append(event)
-        if self._complete(event.time):
-            self._flush_batch()
-        return self._drain()
+            return self._batcher.drain()
+        self._batcher.accept(event)
+        return self._batcher.drain()
 
     def idle(self) -> list[Result]:
         """The input went quiet: close the pending timestamp now, as if every
         stream had moved past it.  An event of that timestamp arriving later
         is rejected (``late``)."""
-        if self._batch:
-            self._idle_closed = self._time
-            self._flush_batch()
-        self._hold = False
-        return self._drain()
-
-    def _complete(self, time: Time) -> bool:
-        """Whether every stream of the query has delivered ``time`` or later."""
-        last = self._last_per_stream
-        for stream in self._streams:
-            delivered = last.get(stream)
-            if delivered is None or delivered < time:
-                return False
-        return True
+        batcher = self._batcher
+        if batcher.batch:
+            batcher.idle_closed = batcher.time
+            batcher.flush()
+        batcher.hold = False
+        return batcher.drain()
 
     def reject(self, error: EventError) -> None:
         self._stats.count_rejection(error)
@@ -240,15 +200,15 @@ class Engine:
 
     def close(self) -> list[Result]:
         """End of input: finish the last timestamp and emit pending matches."""
-        self._flush_batch()
+        self._batcher.flush()
         self.runtime.finish()
-        self._hold = False
+        self._batcher.hold = False
         if not self._closed:
             self._closed = True
             call_stopped(self)
             if self._own_kb:
                 self.kb.close()
-        return self._drain()
+        return self._batcher.drain()
 
     def run(self, items: Iterable[Event | EventError]) -> Iterator[Result]:
         """Evaluate over a whole time-ordered input, yielding results as they come."""
@@ -289,21 +249,22 @@ class Engine:
                                                      "ignored")}
         stats["rejected_by_reason"] = dict(s.rejected_by_reason)
         stats["rejections"] = [[e.message, e.position, e.reason, e.graph] for e in s.rejections]
+        b = self._batcher
         state = {
             "runtime": self.runtime.snapshot(out),
             "projector": self.projector.snapshot(out),
-            "batch": [out.event(e) for e in self._batch],
-            "time": None if self._time is None else encode_time(self._time),
-            "last_per_stream": {k: encode_time(v) for k, v in self._last_per_stream.items()},
-            "kind": self._kind, "ignored_streams": sorted(self._ignored_streams),
-            "idle_closed": None if self._idle_closed is None else encode_time(self._idle_closed),
-            "hold": self._hold, "stats": stats}
+            "batch": [out.event(e) for e in b.batch],
+            "time": None if b.time is None else encode_time(b.time),
+            "last_per_stream": {k: encode_time(v) for k, v in b.last_per_stream.items()},
+            "kind": b.kind, "ignored_streams": sorted(self._ignored_streams),
+            "idle_closed": None if b.idle_closed is None else encode_time(b.idle_closed),
+            "hold": b.hold, "stats": stats}
         return {"engine": state, "tables": out.tables()}
 
     def restore(self, snapshot: dict) -> None:
         """Become the engine :meth:`snapshot` saved (a new engine of the same query,
         before any push).  Raises ``ValueError`` on a snapshot that does not fit."""
-        if self._stats.events or self._time is not None:
+        if self._batcher.events or self._batcher.time is not None:
             raise RuntimeError("restore into a new engine, before any push")
         with gc_paused():
             self._restore(snapshot)
@@ -314,13 +275,14 @@ class Engine:
             state = snapshot["engine"]
             self.runtime.restore(state["runtime"], inp)
             self.projector.restore(state["projector"], inp)
-            self._batch = [inp.event(e) for e in state["batch"]]
-            self._time = None if state["time"] is None else decode_time(state["time"])
-            self._last_per_stream = {k: decode_time(v) for k, v in state["last_per_stream"].items()}
-            self._kind = state["kind"]
+            b = self._batcher
+            b.batch = [inp.event(e) for e in state["batch"]]
+            b.time = None if state["time"] is None else decode_time(state["time"])
+            b.last_per_stream = {k: decode_time(v) for k, v in state["last_per_stream"].items()}
+            b.kind = state["kind"]
             self._ignored_streams = set(state["ignored_streams"])
-            self._idle_closed = None if state["idle_closed"] is None else decode_time(state["idle_closed"])
-            self._hold = state["hold"]
+            b.idle_closed = None if state["idle_closed"] is None else decode_time(state["idle_closed"])
+            b.hold = state["hold"]
             stats = dict(state["stats"])
             reasons = stats.pop("rejected_by_reason")
             rejections = stats.pop("rejections")
@@ -328,6 +290,7 @@ class Engine:
             self._stats.rejections = [EventError(message, position, reason=reason, graph=graph)
                                       for message, position, reason, graph in rejections]
             self._collector.matches, self._collector.results = self._stats.matches, self._stats.results
+            b.events, b.triples = self._stats.events, self._stats.triples
         except (KeyError, IndexError, TypeError, AttributeError) as error:
             raise ValueError(f"the snapshot does not fit this query ({type(error).__name__}: {error})") from None
 
@@ -343,10 +306,10 @@ class Engine:
 
     def _check(self, event: Event) -> tuple[str, str] | None:
         """Why ``event`` cannot come next: (message, reason), or None."""
-        if self._kind is not None and event.is_datetime != self._kind and \
-                event.stream in self.compiled.streams:
+        b = self._batcher
+        if b.kind is not None and event.is_datetime != b.kind and event.stream in self.compiled.streams:
             return "timestamp kind differs from the stream set's (numbers vs xsd:dateTime)", "kind"
-        last = self._last_per_stream.get(event.stream)
+        last = b.last_per_stream.get(event.stream)
         if last is not None:
             if event.time == last:
                 return (f"duplicate event: stream <{event.stream}> already has an event at {event.time}",
@@ -354,25 +317,15 @@ class Engine:
             if event.time < last:
                 return (f"out of order: stream <{event.stream}> is already at {last}, this event is at "
                         f"{event.time}", "out-of-order")
-        if self._time is not None and event.time < self._time:
-            return (f"out of order: the stream set is already at {self._time}, this event is at {event.time}",
+        if b.time is not None and event.time < b.time:
+            return (f"out of order: the stream set is already at {b.time}, this event is at {event.time}",
                     "out-of-order")
-        if self._idle_closed is not None and event.time <= self._idle_closed:
+        if b.idle_closed is not None and event.time <= b.idle_closed:
             return (f"late: timestamp {event.time} was closed when the input went quiet (--idle-flush)",
                     "late")
         if event.stream in self.compiled.streams:
-            self._kind = event.is_datetime
+            b.kind = event.is_datetime
         return None
-
-    def _flush_batch(self) -> None:
-        if self._batch:
-            batch, self._batch = self._batch, []
-            self.runtime.process_batch(batch[0].time, batch)
-            # A trailing negation's match due at this very time comes out with the next
-            # batch: hold this time's results back until then, so that the results of
-            # one match time always come out together (a CONSTRUCT sink writes them
-            # as one event).
-            self._hold = bool(self.runtime.pending_heap) and self.runtime.pending_heap[0][0] == batch[0].time
 
     @property
     def stats(self) -> RunStats:
@@ -383,6 +336,8 @@ class Engine:
 
     def _read_runtime_stats(self) -> None:
         runtime, stats = self.runtime, self._stats
+        stats.events = self._batcher.events
+        stats.triples = self._batcher.triples
         stats.matches = self._collector.matches
         stats.results = self._collector.results
         stats.peak_runs = runtime.peak_runs
@@ -395,7 +350,7 @@ class Engine:
         """Let the run's state go (out of memory: so that the outputs can still be
         closed whole and the stop reported); :attr:`stats` keeps the figures so far."""
         self._read_runtime_stats()
-        self.runtime = None
+        self.runtime = self._batcher.runtime = None
 
     @property
     def result_ids(self) -> str | None:
@@ -422,16 +377,6 @@ class Engine:
         if self.on_result is not None:
             self.on_result(result)
         self._collector.out.append(result)
-
-    def _drain(self) -> list[Result]:
-        collector = self._collector
-        if self._hold and collector.out:
-            held = self._time
-            out = [result for result in collector.out if result.time != held]
-            collector.out = [result for result in collector.out if result.time == held]
-            return out
-        out, collector.out = collector.out, []
-        return out
 
 
 def query_warnings(compiled: CompiledQuery, kb: KnowledgeBase | None) -> list[str]:

@@ -1437,6 +1437,105 @@ def _append_iteration(iterations, atom: int, local: Solution):
     return tuple(out)
 
 
+@cython.cclass
+class Batcher:
+    """The runtime's input from ``Engine``: accepted events grouped by timestamp, a
+    batch processed once every stream of the query has delivered its time (each
+    stream has at most one event per timestamp) or a later time arrives, and the
+    results handed out (held back while a trailing negation may still add to them).
+
+    :meth:`push` takes the common case whole, compiled: an event of a stream the
+    query reads, an integer time after that stream's last and not before the
+    batch's, of the stream set's kind, nothing closed by ``Engine.idle``.  Anything
+    else it leaves to the engine's checks, which then :meth:`accept` the event.
+    ``collector`` is a ``results.Collector``: its ``out`` holds the results."""
+    runtime = cython.declare(Runtime, visibility="public")
+    collector = cython.declare(object, visibility="public")
+    streams = cython.declare(tuple, visibility="public")
+    stream_set = cython.declare(frozenset, visibility="public")
+    batch = cython.declare(list, visibility="public")
+    time = cython.declare(object, visibility="public")              # the timestamp being read
+    last_per_stream = cython.declare(dict, visibility="public")
+    kind = cython.declare(object, visibility="public")              # is_datetime of the stream set (None: no event yet)
+    idle_closed = cython.declare(object, visibility="public")       # the latest timestamp closed by Engine.idle
+    hold = cython.declare(cython.bint, visibility="public")         # hold back the results of ``time`` (flush)
+    events = cython.declare(object, visibility="public")            # events accepted, and their triples
+    triples = cython.declare(object, visibility="public")
+
+    def __init__(self, runtime: Runtime, collector, streams: frozenset[str]):
+        self.runtime = runtime
+        self.collector = collector
+        self.streams = tuple(streams)
+        self.stream_set = frozenset(streams)
+        self.batch = []
+        self.time = None
+        self.last_per_stream = {}
+        self.kind = None
+        self.idle_closed = None
+        self.hold = False
+        self.events = 0
+        self.triples = 0
+
+    def push(self, event: Event) -> list | None:
+        """The results ``event`` made final, or None: not the common case (check it)."""
+        time = event.time
+        stream = event.stream
+        last = self.last_per_stream.get(stream)
+        if last is not None and time.__class__ is int and time > last and time >= self.time \
+                and event.is_datetime is self.kind and self.idle_closed is None and stream in self.stream_set:
+            self.accept(event)
+            return self.drain() if self.collector.out else []
+        return None
+
+    @cython.ccall
+    def accept(self, event: Event) -> None:
+        """Take a checked event of a stream the query reads."""
+        time = event.time
+        self.last_per_stream[event.stream] = time
+        self.events += 1
+        self.triples += len(event.triples)
+        if self.batch and time != self.time:
+            self.flush()
+        self.time = time
+        self.batch.append(event)
+        if len(self.streams) == 1 or self._complete(time):
+            self.flush()
+
+    @cython.cfunc
+    def _complete(self, time) -> cython.bint:
+        """Whether every stream of the query has delivered ``time`` or later."""
+        for stream in self.streams:
+            delivered = self.last_per_stream.get(stream)
+            if delivered is None or delivered < time:
+                return False
+        return True
+
+    @cython.ccall
+    def flush(self) -> None:
+        """Process the batch being read, if any."""
+        if self.batch:
+            batch, self.batch = self.batch, []
+            runtime = self.runtime
+            runtime.process_batch(batch[0].time, batch)
+            # A trailing negation's match due at this very time comes out with the next
+            # batch: hold this time's results back until then, so that the results of
+            # one match time always come out together (a CONSTRUCT sink writes them
+            # as one event).
+            self.hold = bool(runtime.pending_heap) and runtime.pending_heap[0][0] == batch[0].time
+
+    @cython.ccall
+    def drain(self) -> list:
+        """The results final so far, taken out (those of a held time stay)."""
+        collector = self.collector
+        if self.hold and collector.out:
+            held = self.time
+            out = [result for result in collector.out if result.time != held]
+            collector.out = [result for result in collector.out if result.time == held]
+            return out
+        out, collector.out = collector.out, []
+        return out
+
+
 def batches(events: Iterable[Event]) -> Iterable[tuple[Time, list[Event]]]:
     """Group a time-ordered event sequence into (τ, events at τ)."""
     current: list[Event] = []
