@@ -186,12 +186,8 @@ class Engine:
         """The input went quiet: close the pending timestamp now, as if every
         stream had moved past it.  An event of that timestamp arriving later
         is rejected (``late``)."""
-        batcher = self._batcher
-        if batcher.batch:
-            batcher.idle_closed = batcher.time
-            batcher.flush()
-        batcher.hold = False
-        return batcher.drain()
+        self._batcher.idle()
+        return self._batcher.drain()
 
     def reject(self, error: EventError) -> None:
         self._stats.count_rejection(error)
@@ -200,9 +196,7 @@ class Engine:
 
     def close(self) -> list[Result]:
         """End of input: finish the last timestamp and emit pending matches."""
-        self._batcher.flush()
-        self.runtime.finish()
-        self._batcher.hold = False
+        self._batcher.finish()
         if not self._closed:
             self._closed = True
             call_stopped(self)

@@ -1523,6 +1523,20 @@ class Batcher:
             # as one event).
             self.hold = bool(runtime.pending_heap) and runtime.pending_heap[0][0] == batch[0].time
 
+    def idle(self) -> None:
+        """The input went quiet: process the batch being read now, and remember its
+        time as closed (an event of it arriving later is late)."""
+        if self.batch:
+            self.idle_closed = self.time
+            self.flush()
+        self.hold = False
+
+    def finish(self) -> None:
+        """End of input: the last batch, then the pending matches."""
+        self.flush()
+        self.runtime.finish()
+        self.hold = False
+
     @cython.ccall
     def drain(self) -> list:
         """The results final so far, taken out (those of a held time stay)."""
