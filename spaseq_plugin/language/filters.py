@@ -169,10 +169,8 @@ def _relational(expr):
         return lambda row: TRUE if equal(left(row), right(row)) else FALSE
     if op == "!=":
         return lambda row: FALSE if equal(left(row), right(row)) else TRUE
-    test = {"<": lambda c: c < 0, ">": lambda c: c > 0, "<=": lambda c: c <= 0,
-            ">=": lambda c: c >= 0}[op]
-
-    return lambda row: TRUE if test(compare(left(row), right(row))) else FALSE
+    kept = _ORDERINGS[op]
+    return lambda row: TRUE if compare(left(row), right(row)) in kept else FALSE
 
 
 def _and(expr):
