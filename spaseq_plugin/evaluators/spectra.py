@@ -183,6 +183,7 @@ def _order_number(term: Term) -> float | None:
     return None if number != number else number
 
 
+_LITERAL = ox.Literal      # (a module global: `ox.Literal` is a module attribute lookup per use)
 _KEPT_EVENTS = 16         # event summaries kept: more than a batch of simultaneous events needs
 
 
@@ -599,7 +600,7 @@ def _summarise(event: Event, slots: dict) -> list:
         slot = slots.get(triple.predicate)
         if slot is not None:
             obj = triple.object
-            row = (triple.subject, canonical_literal(obj) if isinstance(obj, ox.Literal) else obj)
+            row = (triple.subject, canonical_literal(obj) if isinstance(obj, _LITERAL) else obj)
             rows = views[slot]
             if rows is None:
                 views[slot] = [row]
@@ -650,13 +651,13 @@ def _shape(patterns: list[_Pattern], graphs: list[tuple[str, list[_Pattern]]], e
 
 
 @cython.cfunc
-@cython.locals(plan=Plan)
+@cython.locals(plan=Plan, rows=list)
 def _steps(plan: Plan, views: list[list]) -> tuple[list, list, bool]:
     """The join steps for these view sizes, ``(subject is a variable, subject,
     object is a variable, object, the two are one variable, view index,
     filters the step makes decidable)``, the filters left for after the
     KB join, and whether every view has one row; cached per plan."""
-    sizes = tuple(map(len, views))
+    sizes = tuple([len(rows) for rows in views])
     found = plan.orders.get(sizes)
     if found is None:
         if len(plan.orders) > 256:
