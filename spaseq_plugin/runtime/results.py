@@ -69,7 +69,7 @@ class Projector:
     q = cython.declare(object, visibility="public")
     distinct_seen = cython.declare(object, visibility="public")
     template = cython.declare(object, visibility="public")
-    _plain = cython.declare(object, visibility="public")
+    _plain = cython.declare(tuple, visibility="public")
     _count = cython.declare(object, visibility="public")
     _agg_store = cython.declare(object, visibility="public")
 
@@ -101,6 +101,7 @@ class Projector:
         return self._project(match)
 
     @cython.cfunc
+    @cython.locals(mu=dict)
     def _project(self, match: Match) -> Result | None:
         is_dt = bool(match.events) and match.events[0].is_datetime
         if self.template is not None:
@@ -110,7 +111,11 @@ class Projector:
                           ox.NamedNode(f"{_MATCH_GRAPH}{number}"))
         mu = match.mu
         if self._plain is not None:
-            bindings: dict[str, Term] = {v: mu[v] for v in self._plain if v in mu}
+            bindings: dict[str, Term] = {}
+            for v in self._plain:
+                value = mu.get(v)           # (one lookup, not `in` and then `[]`)
+                if value is not None:
+                    bindings[v] = value
         else:
             bindings = {}
             for item in self.q.projection:
