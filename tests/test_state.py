@@ -15,6 +15,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spaseq_plugin import Engine, LimitError, StateLimits, compile_query
+from spaseq_plugin.runtime.nfa_runtime import Run, _Ages
 
 from helpers import PREFIX, event, rows, run
 
@@ -187,6 +188,38 @@ def test_drop_oldest_keeps_the_last_runs():
     got = rows(engine.run(STREAM_ABBB))
     assert [dict(b)["a"] for _, b in got] == [":a2", ":a3"]
     assert engine.stats.dropped_runs == 1
+
+
+@given(ops=st.lists(st.one_of(st.tuples(st.just("add"), st.integers(0, 6)),
+                               st.tuples(st.just("kill"), st.integers(0, 30)),
+                               st.tuples(st.just("expire"), st.integers(0, 7)),
+                               st.tuples(st.just("oldest"), st.just(0)),
+                               st.tuples(st.just("compact"), st.just(0))), max_size=40))
+def test_runs_by_age_pop_in_the_order_of_first_time_then_registration(ops):
+    """A partition's runs by age (expiry, drop-oldest) against the plain model: a
+    list of (first τ, registration number, run) kept sorted.  Only live runs count:
+    a dead one may be dropped early."""
+    ages, model = _Ages(), []
+    for number, (op, n) in enumerate(ops):
+        if op == "add":
+            run = Run(None, {}, None, (), n, n, (), ())
+            ages.add(run)
+            model.append((n, number, run))
+            model.sort(key=lambda entry: entry[:2])
+        elif op == "kill" and model:
+            model[n % len(model)][2].dead = True
+        elif op == "expire":
+            assert [run for run in ages.expire(n) if not run.dead] == \
+                [run for first, _, run in model if first < n and not run.dead]
+            model = [entry for entry in model if entry[0] >= n]
+        elif op == "oldest":
+            assert ages.oldest() is next((run for _, _, run in model if not run.dead), None)
+        elif op == "compact":
+            ages.compact()
+            model = [entry for entry in model if not entry[2].dead]
+        live = [(first, run) for first, _, run in model if not run.dead]
+        assert [(first, run) for first, run in ages.entries() if not run.dead] == live
+        assert (ages.first_time() is None) == (not ages.entries())
 
 
 def test_fail_stops_with_the_state_and_the_count():

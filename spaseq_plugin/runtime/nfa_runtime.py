@@ -90,8 +90,9 @@ waiting runs                ``_Partition.waiting``          the run dies: all it
                                                             when it next looks, or at compaction
 runs on a strict edge       ``_Partition.strict``           the partition's next batch (the edge is
                                                             tried then, or spent), or the run dies
-runs by age                 ``_Partition.ages``             the run dies (a heap by first τ: expiry
-                                                            pops it; ``drop-oldest`` evicts its top)
+runs by age                 ``_Partition.ages``             the run dies (by first τ, see _Ages:
+                                                            expiry pops it; ``drop-oldest`` kills
+                                                            the oldest)
 negation buffer             ``_Partition.buffer``           the event is older than the partition's
                                                             oldest run (no guard can look that far
                                                             back: guards see events after a run's
@@ -302,6 +303,80 @@ class _Waiting:
 
 
 @cython.cclass
+class _Ages:
+    """A partition's runs by first τ, for expiry and drop-oldest: the distinct first
+    τs in a heap, each with its runs in the order they were registered (so the
+    oldest run is the first registered of the least τ).  Skip-till-any makes many
+    runs of one start: one heap entry per start time, comparing plain times, costs
+    a fraction of a heap of (τ, seq, run) tuples.  Dead runs stay until expiry,
+    :meth:`oldest` or :meth:`compact` meets them."""
+    times = cython.declare(list, visibility="public")       # the distinct first τs: a heap
+    runs = cython.declare(dict, visibility="public")        # first τ -> its runs, oldest first
+
+    def __init__(self):
+        self.times = []
+        self.runs = {}
+
+    @cython.ccall
+    @cython.locals(run=Run, runs=list)
+    def add(self, run: Run) -> None:
+        runs = self.runs.get(run.first)
+        if runs is None:
+            self.runs[run.first] = [run]
+            heappush(self.times, run.first)
+        else:
+            runs.append(run)
+
+    @cython.ccall
+    def first_time(self):
+        """The least first τ (of a live run or a dead one not yet dropped); None: no runs."""
+        return self.times[0] if self.times else None
+
+    @cython.ccall
+    @cython.locals(expired=list)
+    def expire(self, horizon: Time) -> list:
+        """Remove and return the runs that started before ``horizon``, oldest first."""
+        expired = []
+        times = self.times
+        while times and times[0] < horizon:
+            expired.extend(self.runs.pop(heappop(times)))
+        return expired
+
+    @cython.ccall
+    @cython.locals(runs=list, dead=cython.Py_ssize_t, n=cython.Py_ssize_t)
+    def oldest(self) -> Run | None:
+        """The oldest live run (the dead ones before it are dropped); None: none."""
+        times = self.times
+        while times:
+            runs = self.runs[times[0]]
+            n = len(runs)
+            dead = 0
+            while dead < n and runs[dead].dead:
+                dead += 1
+            if dead < n:
+                if dead:
+                    del runs[:dead]
+                return runs[0]
+            del self.runs[heappop(times)]
+        return None
+
+    def compact(self) -> None:
+        """Forget the dead runs."""
+        live = {}
+        for first, runs in self.runs.items():
+            kept = [run for run in runs if not run.dead]
+            if kept:
+                live[first] = kept
+        self.runs = live
+        self.times = list(live)
+        heapify(self.times)
+
+    def entries(self) -> list[tuple[Time, Run]]:
+        """(first τ, run) for every run, oldest first (``Runtime.snapshot``)."""
+        return [(first, run) for first in sorted(self.runs) for run in self.runs[first]]
+
+
+@cython.cclass
 class _Partition:
     """Everything of one PARTITION BY key (see "Where the state lives")."""
     key = cython.declare(tuple, visibility="public")
@@ -309,7 +384,7 @@ class _Partition:
     strict = cython.declare(list, visibility="public")
     pending = cython.declare(list, visibility="public")
     buffer = cython.declare(list, visibility="public")
-    ages = cython.declare(list, visibility="public")
+    ages = cython.declare(_Ages, visibility="public")
     runs = cython.declare(object, visibility="public")
     garbage = cython.declare(object, visibility="public")
     filed = cython.declare(cython.bint, visibility="public")
@@ -321,7 +396,7 @@ class _Partition:
         self.strict = []         # runs whose next timestamp is pending
         self.pending = []        # (deadline, seq, _Pending): a heap by deadline
         self.buffer = []         # events negation guards may need
-        self.ages = []           # (first τ, seq, Run): a heap by first τ
+        self.ages = _Ages()
         self.runs = 0            # live runs and pending matches
         self.garbage = 0         # runs dead since the indexes were last compacted
         self.filed = False       # has an entry in Runtime._deadlines
@@ -582,7 +657,7 @@ class Runtime:
                 "strict": [run_ref(r) for r in part.strict],
                 "pending": [[time(d), seq, pending_ref(p)] for d, seq, p in part.pending],
                 "buffer": [out.event(e) for e in part.buffer],
-                "ages": [[time(t), seq, run_ref(r)] for t, seq, r in part.ages],
+                "ages": [[time(t), seq, run_ref(r)] for seq, (t, r) in enumerate(part.ages.entries())],
                 "runs": part.runs, "garbage": part.garbage, "filed": part.filed, "dropped": part.dropped}
             return ref
 
@@ -634,7 +709,8 @@ class Runtime:
             part.strict = [runs[r] for r in saved["strict"]]
             part.pending = [(time(d), seq, pendings[p]) for d, seq, p in saved["pending"]]
             part.buffer = [inp.event(e) for e in saved["buffer"]]
-            part.ages = [(time(t), seq, runs[r]) for t, seq, r in saved["ages"]]
+            for _, _, r in sorted([(time(t), seq, r) for t, seq, r in saved["ages"]], key=_heap_order):
+                part.ages.add(runs[r])          # (by first τ, then as registered)
             part.runs, part.garbage = saved["runs"], saved["garbage"]
             part.filed, part.dropped = saved["filed"], saved["dropped"]
             parts.append(part)
@@ -700,9 +776,9 @@ class Runtime:
             # A guard looks at events after a run's last τ, never before the oldest
             # run's first: older events are of no use, nor is anything without runs.
             buffer = part.buffer
-            if part.ages:
+            oldest = part.ages.first_time()
+            if oldest is not None:
                 buffer.extend(events)
-                oldest = part.ages[0][0]
                 if buffer[0].time < oldest:
                     del buffer[:bisect_left(buffer, oldest, key=_event_time)]
             elif buffer:
@@ -1034,9 +1110,7 @@ class Runtime:
             if part.dropped:
                 self._stale_deadlines -= 1
                 continue
-            ages = part.ages
-            while ages and ages[0][0] < horizon:
-                run = heappop(ages)[2]
+            for run in part.ages.expire(horizon):
                 if not run.dead:
                     self._kill(part, run)
             self._settle(part)
@@ -1082,9 +1156,11 @@ class Runtime:
             return
         if part.garbage > part.runs + COMPACT_SLACK:
             self._compact(part)
-        if not part.filed and part.ages:
-            part.filed = True
-            heappush(self._deadlines, (part.ages[0][0], next(self._seq), part))
+        if not part.filed:
+            oldest = part.ages.first_time()
+            if oldest is not None:
+                part.filed = True
+                heappush(self._deadlines, (oldest, next(self._seq), part))
 
     @cython.cfunc
     def _compact(self, part: _Partition) -> None:
@@ -1098,8 +1174,7 @@ class Runtime:
             if not waiting.keyed and not waiting.loose:
                 del part.waiting[edge]
         part.strict = [run for run in part.strict if not run.dead]
-        part.ages = [entry for entry in part.ages if not entry[2].dead]
-        heapify(part.ages)
+        part.ages.compact()
         part.pending = [entry for entry in part.pending if not entry[2].killed]
         heapify(part.pending)
         part.garbage = 0
@@ -1113,7 +1188,7 @@ class Runtime:
         self.active_runs += 1
         part.runs += 1
         self.state_bytes += size
-        heappush(part.ages, (run.first, next(self._seq), run))
+        part.ages.add(run)
         if run.state in self._strict_states:
             part.strict.append(run)
         keys = run.keys = self._probe_keys(run)
@@ -1208,8 +1283,7 @@ class Runtime:
         if pending is not None and (run is None or pending.run.first < run.first):
             part = self._retire(pending)
         elif run is not None:
-            heappop(part.ages)
-            self._kill(part, run)
+            self._kill(part, run)       # (ages drops it when it next looks)
         else:
             return False
         self.dropped_runs += 1
@@ -1224,12 +1298,12 @@ class Runtime:
         (once its stale entries are filed again under their true oldest run), or
         of ``current``, which is filed only after its batch."""
         if scope is not None:
-            return scope, _top_live(scope.ages)
-        oldest = (current, None if current.filed else _top_live(current.ages))
+            return scope, scope.ages.oldest()
+        oldest = (current, None if current.filed else current.ages.oldest())
         heap = self._deadlines
         while heap:
             key, _, part = heap[0]
-            run = None if part.dropped else _top_live(part.ages)
+            run = None if part.dropped else part.ages.oldest()
             if run is not None and run.first == key:
                 if oldest[1] is None or run.first < oldest[1].first:
                     oldest = (part, run)
@@ -1391,13 +1465,6 @@ def _run_bytes(run: Run) -> int:
             size += 64 + 8 * len(local)
         size += 64 * len(run.iterations[-1][1][-1])
     return size * RSS_PER_OBJECT_BYTE
-
-
-def _top_live(ages: list[tuple[Time, int, Run]]) -> Run | None:
-    """The oldest live run of an ``ages`` heap (dead ones on top are dropped)."""
-    while ages and ages[0][2].dead:
-        heappop(ages)
-    return ages[0][2] if ages else None
 
 
 def _event_time(event: Event) -> Time:
