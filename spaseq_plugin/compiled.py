@@ -85,14 +85,15 @@ class shadow:
     A typed class declares each attribute once, ``name = cython.declare(type,
     visibility="public")``: compiled, a C field of the extension type;
     interpreted, a slot (``cclass`` makes the class a ``__slots__`` class of the
-    declared names)."""
+    declared names).  A module global declared with its value,
+    ``name = cython.declare(type, value)``, is that value."""
     compiled = False
     bint = bool
     Py_ssize_t = int
 
     @staticmethod
-    def declare(kind=None, visibility=None) -> _Declared:
-        return _Declared()
+    def declare(kind=None, value=_Declared, visibility=None):
+        return _Declared() if value is _Declared else value
 
     @staticmethod
     def cclass(cls):

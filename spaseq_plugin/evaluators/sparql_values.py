@@ -26,6 +26,12 @@ import re
 from decimal import ROUND_DOWN, Decimal, InvalidOperation, localcontext
 
 import pyoxigraph as ox
+try:
+    import cython
+except ImportError:     # interpreted, without Cython installed
+    from ..compiled import shadow as cython
+if not cython.compiled:
+    from ..compiled import shadow as cython
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
 XSD_STRING = XSD + "string"
@@ -66,7 +72,8 @@ def term_cache(function):
     return functools.lru_cache(maxsize=CACHE_LIMIT)(function)
 
 
-def revisited_term_cache(function):
+@cython.cclass
+class RevisitedTermCache:
     """``term_cache`` for a function asked about the same term objects again and
     again (a run's value is tested against every event it may extend, an event's
     value against every run): an identity lookup in front of the LRU cache.  A
@@ -75,25 +82,34 @@ def revisited_term_cache(function):
     nothing.  The entry keeps its term alive, so no other object can have that id
     while it is there; the identity level is emptied when it reaches CACHE_LIMIT
     entries.  (A function asked once per term object, as for each new event's
-    literals, only pays for it.)"""
-    by_value = term_cache(function)
-    by_id: dict[int, tuple] = {}
+    literals, only pays for it.)  Called like the function; compiled code of this
+    module calls :meth:`get`, a C method."""
+    by_value = cython.declare(object)
+    by_id = cython.declare(dict)
 
-    @functools.wraps(function)
-    def cached(term):
-        entry = by_id.get(id(term))
+    def __init__(self, function):
+        self.by_value = term_cache(function)
+        self.by_id = {}
+
+    @cython.ccall
+    def get(self, term):
+        entry = self.by_id.get(id(term))
         if entry is not None and entry[0] is term:
             return entry[1]
-        value = by_value(term)
-        if len(by_id) >= CACHE_LIMIT:
-            by_id.clear()
-        by_id[id(term)] = (term, value)
+        value = self.by_value(term)
+        if len(self.by_id) >= CACHE_LIMIT:
+            self.by_id.clear()
+        self.by_id[id(term)] = (term, value)
         return value
-    return cached
+
+    def __call__(self, term):
+        return self.get(term)
 
 
-@revisited_term_cache
-def native(term) -> tuple:
+revisited_term_cache = RevisitedTermCache
+
+
+def _native(term) -> tuple:
     if isinstance(term, ox.NamedNode):
         return ("iri", term.value)
     if isinstance(term, ox.BlankNode):
@@ -127,6 +143,10 @@ def native(term) -> tuple:
     except (ValueError, InvalidOperation):
         raise Unsupported(f"ill-typed literal {term}") from None
     return ("lit", term)
+
+
+native = RevisitedTermCache(_native)
+_native_values = cython.declare(RevisitedTermCache, native)     # (typed: C calls to get())
 
 
 def _double(text: str) -> float:
@@ -222,6 +242,7 @@ def equal(a: tuple, b: tuple) -> bool:
     return False
 
 
+@cython.ccall
 def compare(a: tuple, b: tuple) -> int:
     """SPARQL ordering for ``<`` ``>`` ``<=`` ``>=``: -1, 0, 1 (or an error).
 
@@ -256,6 +277,38 @@ def compare(a: tuple, b: tuple) -> int:
     if ca in ("lang", "lit"):
         raise Unsupported("ordering of language-tagged or unknown literals")
     raise SparqlError("IRIs and blank nodes have no order")
+
+
+def ordering_test(name: str, other: str | None, constant: tuple | None, kept: tuple):
+    """``row -> bool`` for ``FILTER(?name op ?other)``, or ``FILTER(?name op constant)``
+    when ``other`` is None, keeping the rows whose ``compare()`` result is in ``kept``
+    (see language/filters.py).  Made here so that, compiled, the closure's native
+    values and comparison are C calls."""
+    if other is not None:
+        @cython.locals(row=dict)
+        def keep(row) -> bool:
+            a = row.get(name)
+            if a is None:
+                return False            # an unbound variable is an error: false
+            b = row.get(other)
+            if b is None:
+                return False
+            try:
+                return compare(_native_values.get(a), _native_values.get(b)) in kept
+            except SparqlError:
+                return False
+        return keep
+
+    @cython.locals(row=dict)
+    def keep_constant(row) -> bool:
+        a = row.get(name)
+        if a is None:
+            return False
+        try:
+            return compare(_native_values.get(a), constant) in kept
+        except SparqlError:
+            return False
+    return keep_constant
 
 
 def _is_nan(value: tuple) -> bool:

@@ -25,7 +25,7 @@ from rdflib.term import Literal, URIRef, Variable
 from ..rdflib_terms import rdflib_to_ox, unalias
 from ..evaluators.sparql_values import (
     DECIMAL, DOUBLE, INTEGER, SparqlError, Unsupported, arithmetic, canonical, compare, ebv,
-    equal, native,
+    equal, native, ordering_test,
 )
 
 TRUE, FALSE = ("bool", True), ("bool", False)
@@ -86,38 +86,11 @@ def _ordering_filter(expr):
         left, right, kept = right, left, tuple(-k for k in kept)   # compare(b, a) == -compare(a, b)
     if not isinstance(left, Variable):
         return None
-    name = str(left)
     if isinstance(right, Variable):
-        other = str(right)
-
-        @cython.locals(row=dict)
-        def keep(row) -> bool:
-            a = row.get(name)
-            if a is None:
-                return False            # an unbound variable is an error: false
-            a = native(a)
-            b = row.get(other)
-            if b is None:
-                return False
-            try:
-                return compare(a, native(b)) in kept
-            except SparqlError:
-                return False
-        return keep
+        return ordering_test(str(left), str(right), None, kept)
     if not isinstance(right, (URIRef, Literal)):
         return None
-    constant = compile_expression(right)(None)
-
-    @cython.locals(row=dict)
-    def keep_constant(row) -> bool:
-        a = row.get(name)
-        if a is None:
-            return False
-        try:
-            return compare(native(a), constant) in kept
-        except SparqlError:
-            return False
-    return keep_constant
+    return ordering_test(str(left), None, compile_expression(right)(None), kept)
 
 
 def compile_expression(expr):
