@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import gc
 import importlib
 import json
 import math
@@ -521,6 +522,7 @@ def measure(task: Task, measure_rss: bool = True) -> dict:
         out.update(bare_parse(task.source, task.limit))
     elif task.evaluator == "parse":
         clock = time.perf_counter_ns
+        gc.freeze()                 # as `spaseq run` does before its loop
         started = time.perf_counter()
         events = triples = rejected = apparatus = 0
         for item in open_source(task.source, task.limit):
@@ -556,6 +558,7 @@ def measure(task: Task, measure_rss: bool = True) -> dict:
             # check alone costs more per result than the engine and the writer.
             apparatus = 0
             clock = time.perf_counter_ns
+            gc.freeze()             # as `spaseq run` does before its loop
             started = time.perf_counter()
             deadline = clock() + int(budget * 1e9) if budget else None
             for item in open_source(task.source, limit):

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import argparse
 import contextlib
+import gc
 import glob
 import itertools
 import json
@@ -774,6 +775,10 @@ def _run(args) -> int:
                           engine.evaluator.describe(gpm))
             if checkpoints is not None:
                 checkpoints.restore(engine, ids=not args.output or bool(args.sink))
+        # What is alive now (modules, the compiled query, the KB's caches) lives as long
+        # as the run: out of the cycle collector's reach, its full collections traverse
+        # only the run's own objects (peers-v: 2-4 % less time; docs/bench.md).
+        gc.freeze()
         started = time.perf_counter()
         interrupted = False
         stopped: LimitError | None = None
