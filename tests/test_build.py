@@ -57,12 +57,12 @@ def test_ci_runs_the_compiled_build():
 _TYPED = "import spaseq_plugin.runtime.nfa_runtime as r, spaseq_plugin.evaluators.spectra as s, " \
          "spaseq_plugin.runtime.results as o, spaseq_plugin.evaluators.sparql_values as v; " \
          "print(*['static' if c.__flags__ & (1 << 9) == 0 else 'slots' if '__slots__' in vars(c) else 'dict' " \
-         "for c in (r.Runtime, r.Batcher, r._Step, r.Run, r.Match, r._Partition, r._Ages, r._Bucket, r._Waiting, r._Pending, " \
+         "for c in (r.Runtime, r.Batcher, r._Step, r.Probe, r.Run, r.Match, r._Partition, r._Ages, r._Bucket, r._Waiting, r._Pending, " \
          "s.SpectraEvaluator, s._EventState, o.Result, o.Projector, v.RevisitedTermCache)])"
 
 
 def test_typed_classes_are_extension_types_compiled_and_slots_classes_interpreted():
-    """The runtime, its input's batcher, its compiled edges, runs, matches, partitions and
+    """The runtime, its input's batcher, its compiled edges and their probes, runs, matches, partitions and
     their indexes and runs by age, the SPECTRA evaluator and its event state, results and the projector
     that makes them, the term caches of FILTER values: Cython
     extension types (static types, C attributes) in the compiled build; plain slots
@@ -70,7 +70,7 @@ def test_typed_classes_are_extension_types_compiled_and_slots_classes_interprete
     pure = subprocess.run([sys.executable, "-c", _TYPED], capture_output=True, text=True,
                           env=_env(SPASEQ_PURE="1"), timeout=120)
     assert pure.returncode == 0, pure.stderr
-    assert pure.stdout.split() == ["slots"] * 15
+    assert pure.stdout.split() == ["slots"] * 16
     if importlib.util.find_spec("cython") is None:      # the shadow of compiled.py stands in
         assert "from ..compiled import shadow as cython" in (ROOT / compiled.HOT_SOURCES[
             "spaseq_plugin.runtime.nfa_runtime"]).read_text()
@@ -78,7 +78,7 @@ def test_typed_classes_are_extension_types_compiled_and_slots_classes_interprete
         default = subprocess.run([sys.executable, "-c", _TYPED], capture_output=True, text=True,
                                  env=_env(), timeout=120)
         assert default.returncode == 0, default.stderr
-        assert default.stdout.split() == ["static"] * 15
+        assert default.stdout.split() == ["static"] * 16
 
 
 def _copy_package(target: Path) -> Path:

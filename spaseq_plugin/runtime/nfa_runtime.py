@@ -197,19 +197,27 @@ class StateLimits:
                 f"per partition: {per_key} (--max-partition-runs); run state: {state}, estimated "
                 f"(--max-state-memory); when reached: {action} (--on-limit {self.policy})")
 
-@dataclass(frozen=True, slots=True)
-class Probe:
-    """How an edge finds the runs a batch may extend (see the module docstring)."""
-    gpm: GpmPattern
-    variables: tuple[str, ...]          # joined: the run's values must be a solution's
-    compared: str | None = None         # the GPM's variable in an ordering FILTER conjunct ...
-    against: str | None = None          # ... and the run's variable it is compared with
-    upward: bool = False                # the run's number must be >= the least ?compared (else <= the greatest)
-
-
 # The classes below are Cython extension types when the module is compiled (typed
 # attributes, read in C by the functions that declare their arguments' types with
 # cython.locals) and plain slots classes when it runs interpreted.
+
+@cython.cclass
+class Probe:
+    """How an edge finds the runs a batch may extend (see the module docstring)."""
+    gpm = cython.declare(object, visibility="public")
+    variables = cython.declare(tuple, visibility="public")
+    compared = cython.declare(object, visibility="public")
+    against = cython.declare(object, visibility="public")
+    upward = cython.declare(cython.bint, visibility="public")
+
+    def __init__(self, gpm: GpmPattern, variables: tuple[str, ...], compared: str | None = None,
+                 against: str | None = None, upward: bool = False):
+        self.gpm = gpm
+        self.variables = variables      # joined: the run's values must be a solution's
+        self.compared = compared        # the GPM's variable in an ordering FILTER conjunct ...
+        self.against = against          # ... and the run's variable it is compared with
+        self.upward = upward            # the run's number must be >= the least ?compared (else <= the greatest)
+
 
 @cython.cclass
 class Run:
@@ -829,6 +837,7 @@ class Runtime:
         return bool(bucket.sorted or bucket.unsorted)
 
     @cython.cfunc
+    @cython.locals(probe=Probe)
     def _offered(self, edge: Edge, events: list[Event]) -> dict | None:
         """What the batch offers ``edge``'s runs: probe key -> the limit on their
         number (``None``: no limit).  ``None``: not known, every run may extend."""
@@ -852,6 +861,7 @@ class Runtime:
         return offered
 
     @cython.cfunc
+    @cython.locals(probe=Probe)
     def _limit(self, probe: Probe, solutions: list) -> float | None:
         if probe.compared is None:
             return None
@@ -1180,7 +1190,7 @@ class Runtime:
         part.garbage = 0
 
     @cython.cfunc
-    @cython.locals(part=_Partition, run=Run, waiting=_Waiting, bucket=_Bucket, step=_Step)
+    @cython.locals(part=_Partition, run=Run, waiting=_Waiting, bucket=_Bucket, step=_Step, probe=Probe)
     def _register(self, part: _Partition, run: Run) -> None:
         size = _run_bytes(run)
         if self._full(part, size) and not self._make_room(part, run, size):
@@ -1217,6 +1227,7 @@ class Runtime:
                 bucket.sorted.insert(at, run)
 
     @cython.cfunc
+    @cython.locals(probe=Probe)
     def _sort_number(self, probe: Probe, mapping: dict) -> float | None:
         """The number a run with ``mapping`` is sorted by in ``probe``'s buckets (None: unsorted)."""
         if probe.against is None or probe.against not in mapping:
@@ -1224,7 +1235,7 @@ class Runtime:
         return self.evaluator.order_number(mapping[probe.against])
 
     @cython.cfunc
-    @cython.locals(run=Run, step=_Step)
+    @cython.locals(run=Run, step=_Step, probe=Probe)
     def _probe_keys(self, run: Run) -> tuple:
         """Per edge of the run's state: its values of the edge's probe variables (None: no
         probe, or a strict edge when the evaluator answers by lookup: _advance asks none)."""
