@@ -368,6 +368,8 @@ class _Ages:
             del self.runs[heappop(times)]
         return None
 
+    @cython.ccall
+    @cython.locals(live=dict, runs=list, kept=list, run=Run)
     def compact(self) -> None:
         """Forget the dead runs."""
         live = {}
