@@ -1488,8 +1488,14 @@ def _heap_order(entry: tuple) -> tuple:
     return entry[0], entry[1]
 
 
+@cython.locals(match=Match, key=list)
 def _match_order(match: Match) -> tuple:
-    return match.time, tuple([event.time for event in match.events])     # (a generator costs more)
+    # (match time, then its events' times) as one flat tuple: the sort compares
+    # the times themselves, not a nested tuple's
+    key = [match.time]
+    for event in match.events:
+        key.append(event.time)
+    return tuple(key)
 
 
 @cython.cfunc
