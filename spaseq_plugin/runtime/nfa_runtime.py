@@ -1462,6 +1462,7 @@ RSS_PER_OBJECT_BYTE = 2     # resident memory per byte of objects (_run_bytes)
 _PENDING_BYTES = 400       # a pending match: its object and its two heap entries (x2, as _run_bytes)
 
 
+@cython.cfunc
 @cython.locals(run=Run)
 def _run_bytes(run: Run) -> int:
     """About the resident memory a run adds (CPython 3.11, 64 bits): the run, its
