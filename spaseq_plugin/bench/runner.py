@@ -522,7 +522,8 @@ def measure(task: Task, measure_rss: bool = True) -> dict:
         out.update(bare_parse(task.source, task.limit))
     elif task.evaluator == "parse":
         clock = time.perf_counter_ns
-        gc.freeze()                 # as `spaseq run` does before its loop
+        gc.collect()                # as `spaseq run` does before its loop
+        gc.freeze()
         started = time.perf_counter()
         events = triples = rejected = apparatus = 0
         for item in open_source(task.source, task.limit):
@@ -558,7 +559,8 @@ def measure(task: Task, measure_rss: bool = True) -> dict:
             # check alone costs more per result than the engine and the writer.
             apparatus = 0
             clock = time.perf_counter_ns
-            gc.freeze()             # as `spaseq run` does before its loop
+            gc.collect()            # as `spaseq run` does before its loop
+            gc.freeze()
             started = time.perf_counter()
             deadline = clock() + int(budget * 1e9) if budget else None
             for item in open_source(task.source, limit):
