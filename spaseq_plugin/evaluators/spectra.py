@@ -254,7 +254,8 @@ class SpectraEvaluator:
                 solutions = self._standalone(gpm, plan, state)
                 if not mapping and not plan.stateful_filters:
                     return solutions
-                return self._extend(gpm, plan, solutions, mapping, state)
+                return self._extend(gpm, plan, solutions, mapping if type(mapping) is dict else dict(mapping),
+                                    state)
             except Unsupported:
                 self.fallbacks += 1
         restricted = {v: t for v, t in mapping.items() if v in gpm.mentioned}
@@ -489,9 +490,9 @@ class SpectraEvaluator:
         return rows
 
     @cython.cfunc
-    @cython.locals(state=_EventState, plan=Plan)
+    @cython.locals(state=_EventState, plan=Plan, mapping=dict, solution=dict, s=dict, row=dict, candidates=list)
     def _extend(self, gpm: GpmPattern, plan: Plan, solutions: list[Solution],
-                mapping: Mapping[str, Term], state: _EventState) -> list[Solution]:
+                mapping: dict[str, Term], state: _EventState) -> list[Solution]:
         """The standalone solutions compatible with one run's bindings, filtered."""
         shared = [v for v in plan.bound_order if v in mapping]
         if not shared:
@@ -514,8 +515,9 @@ class SpectraEvaluator:
         for s in candidates:
             row = dict(s)           # and the run's values its stateful filters read (not bound by s)
             for v in plan.stateful_reads:
-                if v in mapping:
-                    row[v] = mapping[v]
+                value = mapping.get(v)
+                if value is not None:
+                    row[v] = value
             for keep in filters:
                 if not keep(row):
                     break
