@@ -745,10 +745,10 @@ class Runtime:
         streams = self._batch_streams = {e.stream for e in events}
         self._batch_stream = events[0].stream if len(streams) == 1 else None
         self._batch_keys = {}
-        candidates: dict[int, Run] = {}
-        strict = {id(run) for run in part.strict}
+        candidates: dict[Run, Run] = {}     # (a run hashes by identity, in C)
+        strict = set(part.strict)
         for run in part.strict:
-            candidates[id(run)] = run
+            candidates[run] = run
         part.strict = []
         if len(streams) == 1:
             edges = self._waiting_on.get(events[0].stream, ())
@@ -778,7 +778,7 @@ class Runtime:
         created: list[Run] = []
         for run in live:
             if not run.dead:        # unless a limit dropped it meanwhile
-                self._advance(part, run, time, events, created, id(run) in strict)
+                self._advance(part, run, time, events, created, run in strict)
         self._start(part, time, events, created)
         for run in created:
             self._register(part, run)
@@ -796,21 +796,21 @@ class Runtime:
 
     @staticmethod
     @cython.locals(run=Run)
-    def _collect(edge: Edge, runs: list[Run], candidates: dict[int, Run]) -> list[Run]:
+    def _collect(edge: Edge, runs: list[Run], candidates: dict[Run, Run]) -> list[Run]:
         """Add the runs still waiting on ``edge`` to ``candidates``; the list without the others."""
         kept = []
         spent = 1 << edge.index
         for run in runs:
             if not (run.dead or run.spent & spent):
                 kept.append(run)
-                candidates[id(run)] = run
+                candidates[run] = run
         return kept
 
     @cython.cfunc
     @cython.locals(bucket=_Bucket, run=Run, runs=list, numbers=list, i=cython.Py_ssize_t,
                    low=cython.Py_ssize_t, high=cython.Py_ssize_t)
     def _visit(self, edge: Edge, bucket: _Bucket, limit: float | None, upward: bool,
-               candidates: dict[int, Run]) -> bool:
+               candidates: dict[Run, Run]) -> bool:
         """Add the bucket's runs the batch may extend to ``candidates`` (sorted runs
         beyond ``limit`` cannot be), forgetting dead ones; False when it is empty."""
         if bucket.unsorted:
@@ -832,7 +832,7 @@ class Runtime:
                 if not (run.dead or run.spent & spent):
                     kept.append(run)
                     kept_numbers.append(numbers[i])
-                    candidates[id(run)] = run
+                    candidates[run] = run
             if len(kept) != high - low:
                 numbers[low:high] = kept_numbers
                 runs[low:high] = kept
@@ -995,7 +995,7 @@ class Runtime:
         return out
 
     @cython.cfunc
-    def _prefetch(self, runs: list[Run], events: list[Event], strict: set[int]) -> None:
+    def _prefetch(self, runs: list[Run], events: list[Event], strict: set[Run]) -> None:
         """Evaluate, one query per (GPM, event), what the runs' edges will ask.
 
         Runs waiting on the same GPM differ only in their mappings, which
@@ -1005,7 +1005,7 @@ class Runtime:
         requests: dict[tuple[GpmPattern, Event], dict[frozenset, dict]] = {}
         for run in runs:
             for edge in run.alive_edges():
-                if edge.atom.kind == CONJUNCTION or (edge.strategy == STRICT and id(run) not in strict):
+                if edge.atom.kind == CONJUNCTION or (edge.strategy == STRICT and run not in strict):
                     continue
                 base = run.base_mu if edge.loop else run.mu
                 for gpm in edge.atom.gpms:
@@ -1178,7 +1178,7 @@ class Runtime:
     def _compact(self, part: _Partition) -> None:
         """Forget the dead runs (and spent edges) in all of ``part``'s indexes."""
         for edge, waiting in list(part.waiting.items()):
-            visited: dict[int, Run] = {}
+            visited: dict[Run, Run] = {}
             for probe_key, bucket in list(waiting.keyed.items()):
                 if not self._visit(edge, bucket, None, False, visited):
                     del waiting.keyed[probe_key]
