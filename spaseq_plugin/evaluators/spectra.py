@@ -128,7 +128,7 @@ class Plan:
     bound = cython.declare(frozenset, visibility="public")         # what it binds (every solution binds them all)
     mentioned = cython.declare(object, visibility="public")
     comparisons = cython.declare(tuple, visibility="public")       # stateful ?a op ?b, both ways round (see comparisons)
-    shape = cython.declare(tuple, visibility="public")             # equal shapes: same solutions up to variable names
+    shape = cython.declare(object, visibility="public")            # its shape's number: equal, same solutions up to variable names
     names = cython.declare(tuple, visibility="public")             # the variables in shape order
     orders = cython.declare(dict, visibility="public")             # view sizes -> join steps (see _steps)
     renames = cython.declare(dict, visibility="public")            # plan of the same shape -> its names to this plan's
@@ -137,7 +137,7 @@ class Plan:
 
     def __init__(self, patterns: list[_Pattern], local_filters: list, stateful_filters: list,
                  kb: list[_KbJoin], bound: frozenset[str], mentioned: frozenset[str],
-                 comparisons: tuple, shape: tuple, names: tuple[str, ...]):
+                 comparisons: tuple, shape: int, names: tuple[str, ...]):
         self.patterns = patterns
         self.local_filters = local_filters
         self.stateful_filters = stateful_filters
@@ -165,7 +165,7 @@ class _EventState:
     def __init__(self, views: list):
         self.views = views
         self.standalone = {}     # GpmPattern -> standalone solutions
-        self.by_shape = {}       # id of the plan's (interned) shape -> (plan, solutions)
+        self.by_shape = {}       # plan's shape number -> (plan, solutions)
         self.indexes = {}        # (GpmPattern, variables) -> value tuple -> solutions
 
 
@@ -214,7 +214,7 @@ class SpectraEvaluator:
         self._last_event: Event | None = None          # the last event _state was asked about ...
         self._last_state: _EventState | None = None    # ... and its state
         self._slots: dict[ox.NamedNode, int] = {}       # what some plan's triple patterns use -> its view's slot
-        self._shapes: dict[tuple, tuple] = {}           # one object per plan shape: keyed by id, never hashed per event
+        self._shapes: dict[tuple, int] = {}             # plan shape -> its number (a small int hashes for nothing)
         self.fallbacks = 0           # evaluations that went to Oxigraph for a value
 
     @property
@@ -280,7 +280,7 @@ class SpectraEvaluator:
         names), no stateful filters, and each of ``variables`` in the same place."""
         plan_a, plan_b = self.plan(a), self.plan(b)
         if plan_a is None or plan_b is None or a.streams != b.streams \
-                or plan_a.stateful_filters or plan_b.stateful_filters or plan_a.shape is not plan_b.shape:
+                or plan_a.stateful_filters or plan_b.stateful_filters or plan_a.shape != plan_b.shape:
             return False
         return all(_place(plan_a, v) == _place(plan_b, v) for v in variables)
 
@@ -380,7 +380,7 @@ class SpectraEvaluator:
                 stateful.append(keep)
                 comparisons += _comparison(expr)
         shape, names = _shape(event_patterns, graphs, local_exprs)
-        shape = self._shapes.setdefault(shape, shape)
+        shape = self._shapes.setdefault(shape, len(self._shapes))
         return Plan(event_patterns, local, stateful, kb_joins, frozenset(bound), gpm.mentioned,
                     tuple(comparisons), shape, names)
 
@@ -429,10 +429,10 @@ class SpectraEvaluator:
         per plan shape and event, renamed for the other GPMs of that shape."""
         solutions = state.standalone.get(gpm)
         if solutions is None:
-            solved = state.by_shape.get(id(plan.shape))
+            solved = state.by_shape.get(plan.shape)
             if solved is None:
                 solutions = self._solve(plan, state.views)
-                state.by_shape[id(plan.shape)] = (plan, solutions)
+                state.by_shape[plan.shape] = (plan, solutions)
             elif solved[0].names == plan.names:
                 solutions = solved[1]
             else:
