@@ -106,9 +106,6 @@ class RevisitedTermCache:
         return self.get(term)
 
 
-revisited_term_cache = RevisitedTermCache
-
-
 def _native(term) -> tuple:
     if isinstance(term, ox.NamedNode):
         return ("iri", term.value)

@@ -77,7 +77,7 @@ from .oxigraph import OxigraphEvaluator
 from .protocol import Solution, Term
 from ..kb import KnowledgeBase, checked_rows, solution_count
 from ..rdflib_terms import rdflib_to_ox, unalias
-from .sparql_values import Unsupported, canonical, canonical_literal, native, revisited_term_cache
+from .sparql_values import RevisitedTermCache, Unsupported, canonical, canonical_literal, native
 
 MATERIALIZE, LOOKUP = "materialize", "lookup"
 _NONE: list = []           # shared empty answer, never modified
@@ -169,7 +169,7 @@ class _EventState:
         self.indexes = {}        # (GpmPattern, variables) -> value tuple -> solutions
 
 
-@revisited_term_cache
+@RevisitedTermCache
 def _order_number(term: Term) -> float | None:
     """A float that orders ``term`` as the ordering FILTERs do, up to ties
     (rounding to float is monotone); ``None`` for what is not a number, or NaN."""

@@ -17,7 +17,7 @@ from typing import IO
 import pyoxigraph as ox
 
 from ..errors import UsageError
-from ..evaluators.sparql_values import revisited_term_cache
+from ..evaluators.sparql_values import RevisitedTermCache
 from ..events import PROV_GENERATED_AT, format_time, time_literal
 from ..hookspecs import ResultSink, hookimpl
 from ..runtime.results import ConstructedEvents, Result, term_to_json
@@ -75,7 +75,7 @@ def _events_text(result: Result) -> str:
     return json.dumps(_events_json(result), ensure_ascii=False, separators=(",", ":"))
 
 
-@revisited_term_cache
+@RevisitedTermCache
 def _term_text(term) -> str:
     """A term's JSON text, remembered for the terms used last: results repeat their values
     (the same term objects: a run's value is in each of its matches)."""
