@@ -1175,6 +1175,7 @@ class Runtime:
                 heappush(self._deadlines, (oldest, next(self._seq), part))
 
     @cython.cfunc
+    @cython.locals(part=_Partition)
     def _compact(self, part: _Partition) -> None:
         """Forget the dead runs (and spent edges) in all of ``part``'s indexes."""
         for edge, waiting in list(part.waiting.items()):
