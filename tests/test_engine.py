@@ -1,12 +1,15 @@
 """The NFA engine on hand-made streams, one operator or rule at a time
 (the acceptance cases and the differential tests cover the rest)."""
 
+import gc
+
 import pyoxigraph as ox
 import pytest
 import rdflib
 
 from spaseq_plugin import Engine, EventError, KnowledgeBase
 from spaseq_plugin.events import IDLE
+from spaseq_plugin.runtime.engine import YOUNG_COLLECTION_THRESHOLD, prepare_collector
 
 from helpers import PREFIX, event, rows, run
 
@@ -219,3 +222,16 @@ def test_partition_places_events_whatever_filters_on_other_gpms_say():
                      ("b", '"9"^^<http://www.w3.org/2001/XMLSchema#integer>'), ("v", ":boat")))]
     assert run(text.format(part=""), events) == expected
     assert run(text.format(part="PARTITION BY ?v"), events) == expected
+
+
+def test_the_collector_is_prepared_for_a_long_run():
+    """``prepare_collector`` (called by ``spaseq run`` before its loop) freezes what is
+    alive and collects the young generation less often; the test puts both back."""
+    threshold = gc.get_threshold()
+    try:
+        prepare_collector()
+        assert gc.get_freeze_count() > 0
+        assert gc.get_threshold() == (YOUNG_COLLECTION_THRESHOLD, *threshold[1:])
+    finally:
+        gc.unfreeze()
+        gc.set_threshold(*threshold)

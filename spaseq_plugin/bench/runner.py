@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
-import gc
 import importlib
 import json
 import math
@@ -506,7 +505,7 @@ def measure(task: Task, measure_rss: bool = True) -> dict:
     """Run one configuration here and now; a dict of metrics."""
     # everything the run needs is imported before the RSS baseline
     from ..language.compiler import compile_query
-    from ..runtime.engine import Engine
+    from ..runtime.engine import Engine, prepare_collector
     from ..errors import EventError
     from ..kb import KnowledgeBase
     from ..evaluators import oxigraph as _oxigraph, rdflib as _rdflib  # noqa: F401
@@ -522,8 +521,7 @@ def measure(task: Task, measure_rss: bool = True) -> dict:
         out.update(bare_parse(task.source, task.limit))
     elif task.evaluator == "parse":
         clock = time.perf_counter_ns
-        gc.collect()                # as `spaseq run` does before its loop
-        gc.freeze()
+        prepare_collector()         # as `spaseq run` does before its loop
         started = time.perf_counter()
         events = triples = rejected = apparatus = 0
         for item in open_source(task.source, task.limit):
@@ -559,8 +557,7 @@ def measure(task: Task, measure_rss: bool = True) -> dict:
             # check alone costs more per result than the engine and the writer.
             apparatus = 0
             clock = time.perf_counter_ns
-            gc.collect()            # as `spaseq run` does before its loop
-            gc.freeze()
+            prepare_collector()     # as `spaseq run` does before its loop
             started = time.perf_counter()
             deadline = clock() + int(budget * 1e9) if budget else None
             for item in open_source(task.source, limit):

@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import gc
 import glob
 import itertools
 import json
@@ -39,7 +38,7 @@ from .. import __version__
 from ..compiled import describe as describe_build
 from ..language.compiler import CompiledQuery, compile_query
 from ..language.limits import DEFAULT_MAX_NESTING, DEFAULT_SERVICE_TIMEOUT, QueryLimits
-from ..runtime.engine import Engine, query_warnings
+from ..runtime.engine import Engine, prepare_collector, query_warnings
 from ..runtime.nfa_runtime import DEFAULT_MAX_RUNS, DEFAULT_MAX_STATE_BYTES, POLICIES, StateLimits
 from ..errors import EventError, LimitError, QueryError, SpaseqError, StateLimitError, UsageError, as_usage_error
 from ..events import as_time, datetime_seconds, format_time
@@ -775,12 +774,7 @@ def _run(args) -> int:
                           engine.evaluator.describe(gpm))
             if checkpoints is not None:
                 checkpoints.restore(engine, ids=not args.output or bool(args.sink))
-        # What is alive now (modules, the compiled query, the KB's caches) lives as long
-        # as the run: out of the cycle collector's reach, its full collections traverse
-        # only the run's own objects (peers-v: 2-4 % less time; docs/bench.md).  The
-        # set-up's garbage goes first (about 10 ms), so that none of it is kept.
-        gc.collect()
-        gc.freeze()
+        prepare_collector()
         started = time.perf_counter()
         interrupted = False
         stopped: LimitError | None = None
