@@ -25,6 +25,7 @@ from spaseq_plugin import compile_query
 from spaseq_plugin.events import Event
 from spaseq_plugin.evaluators.oxigraph import OxigraphEvaluator
 from spaseq_plugin.evaluators.spectra import SpectraEvaluator
+from spaseq_plugin.evaluators.sparql_values import RevisitedTermCache
 
 from helpers import examples
 
@@ -266,3 +267,29 @@ def test_an_event_is_a_set_of_triples(objects):
     [got], [want] = fast.evaluate(gpm, event, [{}]), slow.evaluate(gpm, event, [{}])
     assert canonical_rows(got) == canonical_rows(want)
     assert len(got) == len(set(objects) - {"01"}) and fast.fallbacks == 0
+
+
+def test_the_identity_cache_answers_as_its_function_does():
+    """``RevisitedTermCache``: a term object asked again is answered from its slot,
+    without hashing it; equal terms, and terms whose slot another took over, still
+    get the function's answer (by value, from the LRU level)."""
+    hashed = collections.Counter()
+
+    class Term:
+        def __init__(self, value):
+            self.value = value
+
+        def __hash__(self):
+            hashed[self.value] += 1
+            return hash(self.value)
+
+        def __eq__(self, other):
+            return self.value == other.value
+
+    cache = RevisitedTermCache(lambda term: term.value * 2)
+    first = Term(7)
+    assert cache(first) == 14 and hashed[7] == 1
+    assert cache(first) == 14 and hashed[7] == 1         # the same object: not hashed again
+    assert cache(Term(7)) == 14 and hashed[7] == 2       # an equal one: by value
+    terms = [Term(i % 300) for i in range(20_000)]       # more objects than slots
+    assert [cache(t) for t in terms] == [2 * (i % 300) for i in range(20_000)]

@@ -72,34 +72,41 @@ def term_cache(function):
     return functools.lru_cache(maxsize=CACHE_LIMIT)(function)
 
 
+_IDENTITY_SLOTS = cython.declare(cython.Py_ssize_t, CACHE_LIMIT)
+
+
 @cython.cclass
 class RevisitedTermCache:
     """``term_cache`` for a function asked about the same term objects again and
     again (a run's value is tested against every event it may extend, an event's
     value against every run): an identity lookup in front of the LRU cache.  A
     pyoxigraph term hashes its whole text (SipHash over the IRI or lexical form
-    and datatype), most of a by-value lookup's cost; an object's id hashes for
-    nothing.  The entry keeps its term alive, so no other object can have that id
-    while it is there; the identity level is emptied when it reaches CACHE_LIMIT
-    entries.  (A function asked once per term object, as for each new event's
-    literals, only pays for it.)  Called like the function; compiled code of this
-    module calls :meth:`get`, a C method."""
+    and datatype), most of a by-value lookup's cost; an object's address costs
+    nothing.  The identity level is direct-mapped: CACHE_LIMIT slots, a term's
+    slot picked by its address, a newcomer taking the slot over.  The entry keeps
+    its term alive, so no other object can have that address while it is there.
+    (A function asked once per term object, as for each new event's literals,
+    only pays for it.)  Called like the function; compiled code of this module
+    calls :meth:`get`, a C method."""
     by_value = cython.declare(object)
-    by_id = cython.declare(dict)
+    by_id = cython.declare(list)
 
     def __init__(self, function):
         self.by_value = term_cache(function)
-        self.by_id = {}
+        self.by_id = [None] * _IDENTITY_SLOTS      # slot -> (term, value), or None
 
     @cython.ccall
+    @cython.locals(slot=cython.Py_ssize_t)
     def get(self, term):
-        entry = self.by_id.get(id(term))
+        if cython.compiled:     # the address itself (id() is a Python call from C)
+            slot = (cython.cast(cython.Py_ssize_t, cython.cast(cython.p_void, term)) >> 4) % _IDENTITY_SLOTS
+        else:
+            slot = (id(term) >> 4) % _IDENTITY_SLOTS
+        entry = self.by_id[slot]
         if entry is not None and entry[0] is term:
             return entry[1]
         value = self.by_value(term)
-        if len(self.by_id) >= CACHE_LIMIT:
-            self.by_id.clear()
-        self.by_id[id(term)] = (term, value)
+        self.by_id[slot] = (term, value)
         return value
 
     def __call__(self, term):
