@@ -518,10 +518,7 @@ class SpectraEvaluator:
                 value = mapping.get(v)
                 if value is not None:
                     row[v] = value
-            for keep in filters:
-                if not keep(row):
-                    break
-            else:
+            if _keeps(filters, row):
                 out.append(s)
         return out
 
@@ -707,10 +704,7 @@ def _extend_join(order: list, views: list, depth: int, last: int, row: dict, sol
             row[s] = subject
         if bind_o:
             row[o] = obj
-        for keep in ready:
-            if not keep(row):
-                break
-        else:
+        if _keeps(ready, row):
             if depth == last:
                 solutions.append(dict(row))
             else:
@@ -745,9 +739,8 @@ def _join_single_rows(order: list, views: list[list]) -> list[Solution]:
                 return []
         elif obj != o:
             return []
-        for keep in ready:
-            if not keep(row):
-                return []
+        if not _keeps(ready, row):
+            return []
     return [row]
 
 

@@ -14,12 +14,6 @@ import re
 from decimal import ROUND_FLOOR, Decimal
 
 from rdflib.plugins.sparql.parserutils import CompValue
-try:
-    import cython
-except ImportError:     # interpreted, without Cython installed
-    from ..compiled import shadow as cython
-if not cython.compiled:
-    from ..compiled import shadow as cython
 from rdflib.term import Literal, URIRef, Variable
 
 from ..rdflib_terms import rdflib_to_ox, unalias
