@@ -198,7 +198,9 @@ def test_fast_path_agrees_with_oxigraph():
     assert ran >= min(examples(1), 20)
     assert STATS["non-empty"] - before["non-empty"] >= ran / 2, "most examples must have solutions"
     assert STATS["fast"] - before["fast"] >= 0.8 * ran, "the fast path must answer most examples"
-    assert STATS["blank mappings"] - before["blank mappings"] >= 0.1 * ran
+    # (13-17 % of the thorough runs' examples: 10 % failed one run in twenty on the
+    # default profile's 300, by chance)
+    assert STATS["blank mappings"] - before["blank mappings"] >= 0.05 * ran, "blank nodes must be generated"
     note_counts(STATS)
 
 
