@@ -36,6 +36,7 @@ HOT_SOURCES = {
     "spaseq_plugin.evaluators.sparql_values": "spaseq_plugin/evaluators/sparql_values.py",
     "spaseq_plugin.language.filters": "spaseq_plugin/language/filters.py",
     "spaseq_plugin.runtime.results": "spaseq_plugin/runtime/results.py",
+    "spaseq_plugin.output.jsonl": "spaseq_plugin/output/jsonl.py",
 }
 # Not streams/files.py: compiled, the reader ran 2.4 % fewer instructions (its time is
 # pyoxigraph's parse and building objects), and pluggy takes only plain Python functions

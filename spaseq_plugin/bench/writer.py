@@ -16,7 +16,8 @@ import time
 
 import pyoxigraph as ox
 
-from ..output.formats import JsonLinesWriter, _events_json
+from ..output.formats import JsonLinesWriter
+from ..output.writer import events_json
 from ..events import format_time
 from ..runtime.results import Result, term_to_json
 
@@ -58,7 +59,7 @@ def plain_write(out, result: Result, with_events: bool = False) -> None:
     if result.triples is not None:
         row["triples"] = [str(t) + " ." for t in result.triples]
     if with_events:
-        row["events"] = _events_json(result)
+        row["events"] = events_json(result)
     out.write(json.dumps(row, ensure_ascii=False) + "\n")
 
 

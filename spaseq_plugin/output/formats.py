@@ -17,10 +17,11 @@ from typing import IO
 import pyoxigraph as ox
 
 from ..errors import UsageError
-from ..evaluators.sparql_values import RevisitedTermCache
 from ..events import PROV_GENERATED_AT, format_time, time_literal
 from ..hookspecs import ResultSink, hookimpl
 from ..runtime.results import ConstructedEvents, Result, term_to_json
+from .jsonl import JsonLinesWriter
+from .writer import Writer, events_json, plain_value
 
 FORMATS = ("jsonl", "csv", "tsv", "json", "trig")
 EVENTS_COLUMN = "events"
@@ -42,95 +43,8 @@ def check_format(fmt: str, *, construct: bool, variables: list[str], with_events
                          "would hide (rename it, or use --format jsonl)")
 
 
-class Writer:
-    """Writes results one at a time; :meth:`close` completes the document.
-
-    :meth:`flush` hands what a writer holds back to ``out``: the command line
-    calls it before it waits for more input, so buffering never delays a
-    result past the moment the engine has nothing more to say."""
-
-    def __init__(self, out: IO[str], variables: list[str], with_events: bool = False):
-        self.out = out
-        self.variables = variables
-        self.with_events = with_events
-
-    def write(self, result: Result) -> None:
-        raise NotImplementedError
-
-    def flush(self) -> None:
-        pass
-
-    def close(self) -> None:
-        self.flush()
-        self.out.flush()
-
-
-def _events_json(result: Result) -> list[dict]:
-    """The events of a result; stream and graph are both written as plain IRIs."""
-    return [{"stream": e.stream, "time": format_time(e.time, e.is_datetime),
-             **({"graph": _plain(e.name)} if e.name is not None else {})} for e in result.events]
-
-
 def _events_text(result: Result) -> str:
-    return json.dumps(_events_json(result), ensure_ascii=False, separators=(",", ":"))
-
-
-@RevisitedTermCache
-def _term_text(term) -> str:
-    """A term's JSON text, remembered for the terms used last: results repeat their values
-    (the same term objects: a run's value is in each of its matches)."""
-    return json.dumps(term_to_json(term), ensure_ascii=False)
-
-
-class JsonLinesWriter(Writer):
-    """One JSON object per line: ``{"time": T, "bindings": {var: term}}``.
-
-    The line is the text ``json.dumps(row, ensure_ascii=False)`` gives, put
-    together from pieces made once: each term's JSON (cached), each
-    variable's key, the time (once per timestamp).  Lines are written
-    ``BUFFERED_LINES`` at a time, or at :meth:`flush`.  A result with an
-    ``id`` (``spaseq run --checkpoint``) shows it, unless ``with_ids`` is off
-    (an output file written exactly once has no use for it)."""
-
-    BUFFERED_LINES = 512
-
-    def __init__(self, out: IO[str], variables: list[str], with_events: bool = False, with_ids: bool = True):
-        super().__init__(out, variables, with_events)
-        self.with_ids = with_ids
-        self._lines: list[str] = []
-        self._keys: dict[str, str] = {}           # variable -> '"name": '
-        self._time: tuple | None = None           # (time, its type, is_datetime) of ``_head``
-        self._head = ""                           # '{"time": T, "bindings": {'
-
-    def write(self, result: Result) -> None:
-        stamp = (result.time, type(result.time), result.is_datetime)
-        if stamp != self._time:
-            self._time = stamp
-            self._head = '{"time": ' + json.dumps(format_time(result.time, result.is_datetime)) + \
-                         ', "bindings": {'
-        keys = self._keys
-        parts = []
-        for name, term in (result.bindings or {}).items():
-            key = keys.get(name)
-            if key is None:
-                key = keys[name] = json.dumps(name, ensure_ascii=False) + ": "
-            parts.append(key + _term_text(term))
-        line = self._head + ", ".join(parts) + "}"
-        if result.triples is not None:
-            line += ', "triples": ' + json.dumps([str(t) + " ." for t in result.triples], ensure_ascii=False)
-        if self.with_events:
-            line += ', "events": ' + json.dumps(_events_json(result), ensure_ascii=False)
-        if result.id is not None and self.with_ids:
-            line += ', "id": "' + result.id + '"'
-        lines = self._lines
-        lines.append(line + "}\n")
-        if len(lines) >= self.BUFFERED_LINES:
-            self.flush()
-
-    def flush(self) -> None:
-        if self._lines:
-            self.out.write("".join(self._lines))
-            self._lines.clear()
+    return json.dumps(events_json(result), ensure_ascii=False, separators=(",", ":"))
 
 
 class DelimitedWriter(Writer):
@@ -156,18 +70,10 @@ class DelimitedWriter(Writer):
                 cells.append(str(ox.Literal(_events_text(result))))
             self.out.write("\t".join(cells) + "\n")
         else:
-            cells = [str(time)] + [_plain(bindings.get(v)) for v in self.variables]
+            cells = [str(time)] + [plain_value(bindings.get(v)) for v in self.variables]
             if self.with_events:
                 cells.append(_events_text(result))
             self.csv.writerow(cells)
-
-
-def _plain(term) -> str:
-    if term is None:
-        return ""
-    if isinstance(term, ox.BlankNode):
-        return "_:" + term.value
-    return term.value
 
 
 class SparqlJsonWriter(Writer):

@@ -1,0 +1,48 @@
+"""What every result writer shares: the :class:`Writer` protocol, and a result's events as JSON."""
+
+from __future__ import annotations
+
+from typing import IO
+
+import pyoxigraph as ox
+
+from ..events import format_time
+from ..runtime.results import Result
+
+
+class Writer:
+    """Writes results one at a time; :meth:`close` completes the document.
+
+    :meth:`flush` hands what a writer holds back to ``out``: the command line
+    calls it before it waits for more input, so buffering never delays a
+    result past the moment the engine has nothing more to say."""
+
+    def __init__(self, out: IO[str], variables: list[str], with_events: bool = False):
+        self.out = out
+        self.variables = variables
+        self.with_events = with_events
+
+    def write(self, result: Result) -> None:
+        raise NotImplementedError
+
+    def flush(self) -> None:
+        pass
+
+    def close(self) -> None:
+        self.flush()
+        self.out.flush()
+
+
+def events_json(result: Result) -> list[dict]:
+    """The events of a result; stream and graph are both written as plain IRIs."""
+    return [{"stream": e.stream, "time": format_time(e.time, e.is_datetime),
+             **({"graph": plain_value(e.name)} if e.name is not None else {})} for e in result.events]
+
+
+def plain_value(term) -> str:
+    """A term's value as CSV shows it: blank nodes as ``_:label``, nothing for None."""
+    if term is None:
+        return ""
+    if isinstance(term, ox.BlankNode):
+        return "_:" + term.value
+    return term.value
