@@ -55,22 +55,23 @@ def test_ci_runs_the_compiled_build():
 
 
 _TYPED = "import spaseq_plugin.runtime.nfa_runtime as r, spaseq_plugin.evaluators.spectra as s, " \
-         "spaseq_plugin.runtime.results as o, spaseq_plugin.evaluators.sparql_values as v; " \
+         "spaseq_plugin.runtime.results as o, spaseq_plugin.evaluators.sparql_values as v, " \
+         "spaseq_plugin.output.jsonl as j; " \
          "print(*['static' if c.__flags__ & (1 << 9) == 0 else 'slots' if '__slots__' in vars(c) else 'dict' " \
          "for c in (r.Runtime, r.Batcher, r._Step, r.Probe, r.Run, r.Match, r._Partition, r._Ages, r._Bucket, r._Waiting, r._Pending, " \
-         "s.SpectraEvaluator, s._EventState, o.Result, o.Projector, v.RevisitedTermCache)])"
+         "s.SpectraEvaluator, s._EventState, o.Result, o.Projector, v.RevisitedTermCache, j.JsonLinesWriter)])"
 
 
 def test_typed_classes_are_extension_types_compiled_and_slots_classes_interpreted():
     """The runtime, its input's batcher, its compiled edges and their probes, runs, matches, partitions and
     their indexes and runs by age, the SPECTRA evaluator and its event state, results and the projector
-    that makes them, the term caches of FILTER values: Cython
+    that makes them, the term caches of FILTER values, the JSON-lines writer: Cython
     extension types (static types, C attributes) in the compiled build; plain slots
     classes from the same source interpreted, without Cython installed."""
     pure = subprocess.run([sys.executable, "-c", _TYPED], capture_output=True, text=True,
                           env=_env(SPASEQ_PURE="1"), timeout=120)
     assert pure.returncode == 0, pure.stderr
-    assert pure.stdout.split() == ["slots"] * 16
+    assert pure.stdout.split() == ["slots"] * 17
     if importlib.util.find_spec("cython") is None:      # the shadow of compiled.py stands in
         assert "from ..compiled import shadow as cython" in (ROOT / compiled.HOT_SOURCES[
             "spaseq_plugin.runtime.nfa_runtime"]).read_text()
@@ -78,7 +79,7 @@ def test_typed_classes_are_extension_types_compiled_and_slots_classes_interprete
         default = subprocess.run([sys.executable, "-c", _TYPED], capture_output=True, text=True,
                                  env=_env(), timeout=120)
         assert default.returncode == 0, default.stderr
-        assert default.stdout.split() == ["static"] * 16
+        assert default.stdout.split() == ["static"] * 17
 
 
 def _copy_package(target: Path) -> Path:

@@ -13,10 +13,16 @@ from __future__ import annotations
 import json
 from typing import IO
 
+try:
+    import cython
+except ImportError:     # interpreted, without Cython installed
+    from ..compiled import shadow as cython
+if not cython.compiled:     # interpreted, with Cython installed too: declared attributes become slots
+    from ..compiled import shadow as cython
 from ..evaluators.sparql_values import RevisitedTermCache
 from ..events import format_time
 from ..runtime.results import Result, term_to_json
-from .writer import Writer, events_json
+from .writer import events_json
 
 
 @RevisitedTermCache
@@ -26,25 +32,44 @@ def _term_text(term) -> str:
     return json.dumps(term_to_json(term), ensure_ascii=False)
 
 
-class JsonLinesWriter(Writer):
+_term_json = _term_text.get          # (a bound C method: cheaper to call than the cache itself)
+_BUFFERED_LINES = cython.declare(cython.Py_ssize_t, 512)
+
+
+@cython.cclass
+class JsonLinesWriter:
     """One JSON object per line: ``{"time": T, "bindings": {var: term}}``.
 
     The line is the text ``json.dumps(row, ensure_ascii=False)`` gives.  A
     result with an ``id`` (``spaseq run --checkpoint``) shows it, unless
-    ``with_ids`` is off (an output file written exactly once has no use for it)."""
+    ``with_ids`` is off (an output file written exactly once has no use for it).
+    A :class:`~.writer.Writer`, typed: its attributes are C fields compiled."""
+    out = cython.declare(object, visibility="public")
+    variables = cython.declare(object, visibility="public")
+    with_events = cython.declare(object, visibility="public")
+    with_ids = cython.declare(object, visibility="public")
+    _pieces = cython.declare(list)
+    _lines = cython.declare(cython.Py_ssize_t)
+    _keys = cython.declare(dict)                # variable -> '"name": '
+    _time = cython.declare(object)              # the time and is_datetime of ``_head``
+    _is_datetime = cython.declare(object)
+    _head = cython.declare(object)              # '{"time": T, "bindings": {'
 
-    BUFFERED_LINES = 512
+    BUFFERED_LINES = _BUFFERED_LINES
 
     def __init__(self, out: IO[str], variables: list[str], with_events: bool = False, with_ids: bool = True):
-        super().__init__(out, variables, with_events)
+        self.out = out
+        self.variables = variables
+        self.with_events = with_events
         self.with_ids = with_ids
-        self._pieces: list[str] = []
+        self._pieces = []
         self._lines = 0
-        self._keys: dict[str, str] = {}           # variable -> '"name": '
-        self._time = None                         # the time and is_datetime of ``_head``
+        self._keys = {}
+        self._time = None
         self._is_datetime = None
-        self._head = ""                           # '{"time": T, "bindings": {'
+        self._head = ""
 
+    @cython.locals(pieces=list, keys=dict, first=cython.bint)
     def write(self, result: Result) -> None:
         time = result.time
         is_datetime = result.is_datetime
@@ -57,15 +82,17 @@ class JsonLinesWriter(Writer):
         keys = self._keys
         pieces.append(self._head)
         first = True
-        for name, term in (result.bindings or {}).items():
-            key = keys.get(name)
-            if key is None:
-                key = keys[name] = json.dumps(name, ensure_ascii=False) + ": "
-            if not first:
-                pieces.append(", ")
-            first = False
-            pieces.append(key)
-            pieces.append(_term_text(term))
+        bindings = result.bindings
+        if bindings:
+            for name, term in bindings.items():
+                key = keys.get(name)
+                if key is None:
+                    key = keys[name] = json.dumps(name, ensure_ascii=False) + ": "
+                if not first:
+                    pieces.append(", ")
+                first = False
+                pieces.append(key)
+                pieces.append(_term_json(term))
         pieces.append("}")
         if result.triples is not None:
             pieces.append(', "triples": ' + json.dumps([str(t) + " ." for t in result.triples],
@@ -76,7 +103,7 @@ class JsonLinesWriter(Writer):
             pieces.append(', "id": "' + result.id + '"')
         pieces.append("}\n")
         self._lines += 1
-        if self._lines >= self.BUFFERED_LINES:
+        if self._lines >= _BUFFERED_LINES:
             self.flush()
 
     def flush(self) -> None:
@@ -84,3 +111,7 @@ class JsonLinesWriter(Writer):
             self.out.write("".join(self._pieces))
             self._pieces.clear()
             self._lines = 0
+
+    def close(self) -> None:
+        self.flush()
+        self.out.flush()
