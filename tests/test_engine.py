@@ -1,11 +1,14 @@
 """The NFA engine on hand-made streams, one operator or rule at a time
 (the acceptance cases and the differential tests cover the rest)."""
 
+import datetime
 import gc
+from decimal import Decimal
 
 import pyoxigraph as ox
 import pytest
 import rdflib
+from hypothesis import given, settings, strategies as st
 
 from spaseq_plugin import Engine, EventError, KnowledgeBase
 from spaseq_plugin.events import IDLE
@@ -209,6 +212,17 @@ def test_datetime_timestamps_print_as_iso(tmp_path):
     from spaseq_plugin.events import format_time
     assert format_time(1577836800, True) == "2020-01-01T00:00:00Z"
     assert format_time(1577836800.5, True) == "2020-01-01T00:00:00.500000Z"
+
+
+@settings(max_examples=500)
+@given(st.integers(min_value=-62135596800, max_value=253402300799), st.integers(min_value=0, max_value=999999))
+def test_datetime_timestamps_print_as_python_does_from_year_1_to_9999(seconds, microseconds):
+    """format_time's own calendar (cached days, two-digit pieces) against datetime's."""
+    from spaseq_plugin.events import format_time
+    moment = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc) + \
+        datetime.timedelta(seconds=seconds, microseconds=microseconds)
+    expected = moment.isoformat(timespec="microseconds" if microseconds else "seconds").replace("+00:00", "Z")
+    assert format_time(seconds + Decimal(microseconds) / 1000000, True) == expected
 
 
 def test_partition_places_events_whatever_filters_on_other_gpms_say():
