@@ -466,7 +466,7 @@ def test_quick_loop_and_ci_run_the_documented_commands():
     readme = (ROOT / "README.md").read_text()
     ci = (ROOT / ".ci" / "run").read_text()
     command = ("python3 -m venv .venv && .venv/bin/pip install -e '.[test]' && .venv/bin/pytest"    # everything,
-               " && SPASEQ_PURE=1 .venv/bin/pytest -q tests/test_engine.py tests/test_acceptance.py")  # then pure
+               " && SPASEQ_PURE=1 .venv/bin/pytest -q tests/test_engine.py tests/test_formats.py tests/test_acceptance.py")  # then pure
     assert f"\n{command}\n" in readme and ci.rstrip().endswith(command)
     assert '.venv/bin/pytest -m "not slow"' in readme
 
