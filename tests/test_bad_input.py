@@ -112,6 +112,19 @@ def test_a_40_mb_literal_is_read_in_linear_time_and_bounded_memory(tmp_path):
     assert letters[1]["position"].endswith(":40") and letters[1]["graph"] == f"<{EX}e20>"
 
 
+def test_distinct_large_literals_are_not_kept_by_the_term_caches(tmp_path):
+    # 200 distinct 512 KiB literals, each in a result: the term caches (canonical forms,
+    # the writer's JSON texts) keep thousands of terms, so keeping these would hold two
+    # copies of the whole 100 MB input; the window keeps two events at most.
+    # (Keeping them took 260 MiB of address space; without, it runs in 150 MiB.)
+    text = "".join(trig_event(i, '"' + str(i) + "w" * (512 << 10) + '"') for i in range(1, 201))
+    results, rejected, letters, process = run(tmp_path, "s.trig", text.encode(), memory=220 * MiB,
+                                              timeout=90)
+    assert process.returncode == 0, process.stderr[-2000:]
+    assert len(results) == 200 and not rejected
+    assert values(results)[-1] == "200" + "w" * (512 << 10)
+
+
 @pytest.mark.parametrize("fmt", ["trig", "nq"])
 def test_the_statement_limit_has_a_flag(tmp_path, fmt):
     event = EVENT[fmt]

@@ -25,7 +25,7 @@ from spaseq_plugin import compile_query
 from spaseq_plugin.events import Event
 from spaseq_plugin.evaluators.oxigraph import OxigraphEvaluator
 from spaseq_plugin.evaluators.spectra import SpectraEvaluator
-from spaseq_plugin.evaluators.sparql_values import RevisitedTermCache
+from spaseq_plugin.evaluators.sparql_values import MAX_CACHED_TERM_CHARS, RevisitedTermCache, term_cache
 
 from helpers import examples
 
@@ -295,3 +295,23 @@ def test_the_identity_cache_answers_as_its_function_does():
     assert cache(Term(7)) == 14 and hashed[7] == 2       # an equal one: by value
     terms = [Term(i % 300) for i in range(20_000)]       # more objects than slots
     assert [cache(t) for t in terms] == [2 * (i % 300) for i in range(20_000)]
+
+
+@pytest.mark.parametrize("make", [RevisitedTermCache, term_cache])
+def test_the_term_caches_keep_no_large_term(make):
+    """A term longer than MAX_CACHED_TERM_CHARS is computed at each use, by either
+    level: the caches hold CACHE_LIMIT terms, which must not mean that many
+    payloads.  Small terms are computed once."""
+    computed = collections.Counter()
+
+    def length(term):
+        computed[term.value] += 1
+        return len(term.value)
+
+    cache = make(length)
+    large = ox.Literal("x" * MAX_CACHED_TERM_CHARS)         # longer as N-Triples: quoted
+    small = ox.Literal("x" * (MAX_CACHED_TERM_CHARS - 2))   # exactly the limit, quoted
+    for _ in range(3):
+        assert cache(large) == MAX_CACHED_TERM_CHARS and cache(small) == MAX_CACHED_TERM_CHARS - 2
+        assert cache(ox.Literal(large.value)) == MAX_CACHED_TERM_CHARS
+    assert computed == {large.value: 6, small.value: 1}

@@ -62,14 +62,46 @@ class Unsupported(Exception):
 #   ("lit", term)              any other literal: only identity is known
 
 # Term caches (`term_cache`): a bounded working set (about the terms of the runs in one
-# window), so memory follows the window, not the stream's length.
+# window), so memory follows the window, not the stream's length.  They keep no term
+# whose N-Triples text is longer than MAX_CACHED_TERM_CHARS: a stream of distinct large
+# literals (payloads, documents) would otherwise keep CACHE_LIMIT of them alive in each
+# cache, a term and a copy of its text per entry.  Such a term is computed at each use.
 CACHE_LIMIT = 4_096
+MAX_CACHED_TERM_CHARS = 1_024
+
+
+class _Uncached(Exception):
+    """A large term's value, computed but kept by no cache (functools' LRU cache keeps
+    nothing when the function raises)."""
+
+    def __init__(self, value):
+        super().__init__()
+        self.value = value
+
+
+def _kept_by_value(function):
+    """``function`` under an LRU cache of CACHE_LIMIT terms that raises :class:`_Uncached`
+    for a term too large to keep: whoever calls it takes the value from the exception."""
+    def computed(term):
+        value = function(term)
+        if len(str(term)) > MAX_CACHED_TERM_CHARS:
+            raise _Uncached(value)
+        return value
+    return functools.lru_cache(maxsize=CACHE_LIMIT)(computed)
 
 
 def term_cache(function):
-    """``function`` of one term, remembered for the last CACHE_LIMIT terms used: a
-    stream's values repeat, and a lookup costs a fraction of the work."""
-    return functools.lru_cache(maxsize=CACHE_LIMIT)(function)
+    """``function`` of one term, remembered for the last CACHE_LIMIT terms used but
+    large ones: a stream's values repeat, and a lookup costs a fraction of the work."""
+    cached = _kept_by_value(function)
+
+    @functools.wraps(function)
+    def lookup(term):
+        try:
+            return cached(term)
+        except _Uncached as large:
+            return large.value
+    return lookup
 
 
 _IDENTITY_SLOTS = cython.declare(cython.Py_ssize_t, CACHE_LIMIT)
@@ -86,13 +118,14 @@ class RevisitedTermCache:
     slot picked by its address, a newcomer taking the slot over.  The entry keeps
     its term alive, so no other object can have that address while it is there.
     (A function asked once per term object, as for each new event's literals,
-    only pays for it.)  Called like the function; compiled code of this module
+    only pays for it.)  Neither level keeps a term longer than
+    MAX_CACHED_TERM_CHARS.  Called like the function; compiled code of this module
     calls :meth:`get`, a C method."""
     by_value = cython.declare(object)
     by_id = cython.declare(list)
 
     def __init__(self, function):
-        self.by_value = term_cache(function)
+        self.by_value = _kept_by_value(function)
         self.by_id = [None] * _IDENTITY_SLOTS      # slot -> (term, value), or None
 
     @cython.ccall
@@ -105,7 +138,10 @@ class RevisitedTermCache:
         entry = self.by_id[slot]
         if entry is not None and entry[0] is term:
             return entry[1]
-        value = self.by_value(term)
+        try:
+            value = self.by_value(term)
+        except _Uncached as large:
+            return large.value
         self.by_id[slot] = (term, value)
         return value
 
