@@ -131,7 +131,7 @@ class Plan:
     shape = cython.declare(object, visibility="public")            # its shape's number: equal, same solutions up to variable names
     names = cython.declare(tuple, visibility="public")             # the variables in shape order
     orders = cython.declare(dict, visibility="public")             # view sizes -> join steps (see _steps)
-    renames = cython.declare(dict, visibility="public")            # plan of the same shape -> its names to this plan's
+    renames = cython.declare(dict, visibility="public")            # plan of the same shape -> its names to this plan's (None: the same)
     bound_order = cython.declare(tuple, visibility="public")       # ``bound``, sorted: index keys list variables so
     stateful_reads = cython.declare(tuple, visibility="public")    # what only the stateful filters read: a run's bindings
 
@@ -433,13 +433,17 @@ class SpectraEvaluator:
             if solved is None:
                 solutions = self._solve(plan, state.views)
                 state.by_shape[plan.shape] = (plan, solutions)
-            elif solved[0].names == plan.names:
-                solutions = solved[1]
             else:
-                rename = plan.renames.get(solved[0])
+                # (a plan of one object: its identity hashes, where comparing names would
+                # compare tuples of strings on every event)
+                rename = plan.renames.get(solved[0], _UNKNOWN)
+                if rename is _UNKNOWN:
+                    rename = plan.renames[solved[0]] = None if solved[0].names == plan.names else \
+                        dict(zip(solved[0].names, plan.names))
                 if rename is None:
-                    rename = plan.renames[solved[0]] = dict(zip(solved[0].names, plan.names))
-                solutions = [{rename[v]: t for v, t in s.items()} for s in solved[1]]
+                    solutions = solved[1]
+                else:
+                    solutions = [{rename[v]: t for v, t in s.items()} for s in solved[1]]
             state.standalone[gpm] = solutions
         return solutions
 

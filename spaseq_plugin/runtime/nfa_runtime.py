@@ -233,6 +233,7 @@ class Run:
     spent = cython.declare(object, visibility="public")
     dead = cython.declare(cython.bint, visibility="public")
     keys = cython.declare(tuple, visibility="public")
+    size = cython.declare(cython.Py_ssize_t, visibility="public")
 
     def __init__(self, state: State, mu: dict[str, Term], base_mu: dict[str, Term] | None,
                  events: tuple[Event, ...], first: Time, last: Time,
@@ -249,6 +250,7 @@ class Run:
         self.spent = spent                  # bit i set: edge i can no longer fire
         self.dead = dead
         self.keys = ()                      # per edge: the run's values of its probe variables, or None
+        self.size = 0                       # what it counts for in state_bytes (_run_bytes), once registered
 
     def alive_edges(self):
         return [edge for edge in self.state.edges if not self.spent & (1 << edge.index)]
@@ -498,11 +500,13 @@ class Runtime:
     _probes = cython.declare(dict, visibility="public")
     _placement = cython.declare(object, visibility="public")
     _partition_by = cython.declare(object, visibility="public")
+    _standalone = cython.declare(object, visibility="public")
     _root = cython.declare(Run, visibility="public")
     _batch_keys = cython.declare(dict, visibility="public")
     _waiting_on = cython.declare(dict, visibility="public")
     _strict_states = cython.declare(object, visibility="public")
     _steps = cython.declare(dict, visibility="public")
+    _unprobed = cython.declare(dict, visibility="public")
 
     def __init__(self, compiled: CompiledQuery, evaluator: GpmEvaluator,
                  emit: Callable[[Match], None], start: Time | None = None,
@@ -543,6 +547,7 @@ class Runtime:
         self._probes: dict[Edge, Probe] = self._make_probes()
         self._placement = distinct_placement(compiled, evaluator)
         self._partition_by = compiled.partition_by
+        self._standalone = self._standalone_on      # (made once: a bound method per event costs)
         # what new runs extend: no events, no bindings (never registered)
         self._root = Run(self.nfa.initial, {}, None, (), 0, 0, (), ())
         self._batch_keys: dict[Edge, dict | None] = {}     # per partition batch: see _offered
@@ -550,6 +555,10 @@ class Runtime:
         self._strict_states = {state for state in self.nfa.states
                                if any(e.strategy == STRICT for e in state.edges)}
         self._steps = {state: tuple([_Step(edge) for edge in state.edges]) for state in self.nfa.states}
+        self._unprobed: dict[State, tuple] = {}     # states none of whose edges probes: their runs' keys
+        for state, steps in self._steps.items():
+            if all(self._asked_probe(step) is None for step in steps):
+                self._unprobed[state] = (None,) * len(steps)
         for state in self.nfa.states:
             for edge in state.edges:
                 if edge.strategy != STRICT:
@@ -587,7 +596,7 @@ class Runtime:
         if self._partition_by:
             groups: dict[tuple, list[Event]] = {}
             for event in events:
-                for key in self._partition_keys(event):
+                for key in partition_keys(self._partition_by, self._placement, event, self._standalone):
                     groups.setdefault(key, []).append(event)
         else:
             groups = {(): events}
@@ -698,6 +707,7 @@ class Runtime:
                       tuple((atom, tuple(inp.mapping(s) for s in its)) for atom, its in iterations),
                       tuple(inp.term(t) for t in partition), spent, dead)
             run.keys = self._probe_keys(run)
+            run.size = _run_bytes(run)
             runs.append(run)
         pendings = [_Pending(runs[run], runs[run].state.final_guards, time(deadline), killed)
                     for run, deadline, killed in data["pendings"]]
@@ -1195,7 +1205,7 @@ class Runtime:
     @cython.cfunc
     @cython.locals(part=_Partition, run=Run, waiting=_Waiting, bucket=_Bucket, step=_Step, probe=Probe)
     def _register(self, part: _Partition, run: Run) -> None:
-        size = _run_bytes(run)
+        size = run.size = _run_bytes(run)
         if self._full(part, size) and not self._make_room(part, run, size):
             return
         self.active_runs += 1
@@ -1242,17 +1252,26 @@ class Runtime:
     def _probe_keys(self, run: Run) -> tuple:
         """Per edge of the run's state: its values of the edge's probe variables (None: no
         probe, or a strict edge when the evaluator answers by lookup: _advance asks none)."""
-        if not self._probes:
-            return (None,) * len(run.state.edges)
+        keys = self._unprobed.get(run.state)
+        if keys is not None:
+            return keys
         mapping_key = self.evaluator.mapping_key
         keys = []
         for step in self._steps[run.state]:
-            probe = self._probes.get(step.edge)
-            if probe is None or (step.strict and self._evaluate_one is not None):
+            probe = self._asked_probe(step)
+            if probe is None:
                 keys.append(None)
             else:
                 keys.append(mapping_key(run.base_mu if step.loop else run.mu, probe.variables))
         return tuple(keys)
+
+    @cython.cfunc
+    @cython.locals(step=_Step)
+    def _asked_probe(self, step: _Step):
+        """The probe whose key a run keeps for ``step``, or None (see _probe_keys)."""
+        if step.strict and self._evaluate_one is not None:
+            return None
+        return self._probes.get(step.edge)
 
     @cython.cfunc
     @cython.locals(part=_Partition, run=Run)
@@ -1262,7 +1281,7 @@ class Runtime:
             part.garbage += 1
             part.runs -= 1
             self.active_runs -= 1
-            self.state_bytes -= _run_bytes(run)
+            self.state_bytes -= run.size
 
     # -- limits --------------------------------------------------------------
 
@@ -1418,9 +1437,6 @@ class Runtime:
         else:
             self.emit(match)
 
-    def _partition_keys(self, event: Event) -> set[tuple]:
-        return partition_keys(self.q, self._placement, event, self._standalone_on)
-
     def _standalone_on(self, gpm: GpmPattern, event: Event) -> list[Solution]:
         return self._evaluate(gpm, event, _EMPTY, True)
 
@@ -1439,13 +1455,14 @@ def distinct_placement(compiled: CompiledQuery, evaluator) -> list[GpmPattern]:
     return kept
 
 
-def partition_keys(compiled: CompiledQuery, placement: list[GpmPattern], event: Event,
+@cython.ccall
+@cython.locals(keys=set, placement=list, solution=dict)
+def partition_keys(variables: list[str], placement: list[GpmPattern], event: Event,
                    standalone: Callable[[GpmPattern, Event], list[Solution]]) -> set[tuple]:
-    """The PARTITION BY keys an event belongs to (semantics.md section 8): the values any
-    placement pattern (``distinct_placement``) binds on it; ``standalone(gpm, event)``
-    gives a GPM's solutions on the event."""
+    """The keys of PARTITION BY ``variables`` an event belongs to (semantics.md section 8):
+    the values any placement pattern (``distinct_placement``) binds on it;
+    ``standalone(gpm, event)`` gives a GPM's solutions on the event."""
     keys = set()
-    variables = compiled.query.partition_by
     for gpm in placement:
         if event.stream not in gpm.streams:
             continue
