@@ -315,3 +315,28 @@ def test_the_term_caches_keep_no_large_term(make):
         assert cache(large) == MAX_CACHED_TERM_CHARS and cache(small) == MAX_CACHED_TERM_CHARS - 2
         assert cache(ox.Literal(large.value)) == MAX_CACHED_TERM_CHARS
     assert computed == {large.value: 6, small.value: 1}
+
+
+def test_kb_lookups_keep_no_large_event_value(tmp_path):
+    """A GRAPH join asked per event value (its KB block too large to materialise)
+    remembers the KB's rows for each value, but not for a value longer than
+    MAX_CACHED_TERM_CHARS: distinct large literals must not be kept alive by
+    the remembered keys.  The answers are the same either way."""
+    from spaseq_plugin import Engine
+    from spaseq_plugin.kb import KnowledgeBase
+
+    kb_file = tmp_path / "kb.trig"
+    large = "x" * MAX_CACHED_TERM_CHARS
+    kb_file.write_text(f'<http://kb/g> {{ <http://kb/a> <http://kb/p> "v" . <http://kb/b> <http://kb/p> "{large}" . }}\n')
+    evaluator = SpectraEvaluator(KnowledgeBase.from_specs([str(kb_file)]), materialize_limit=0)
+    engine = Engine("""SELECT ?s ?x WITHIN 60 SECONDS FROM STREAM S <http://s> WHERE { SEQ (A)
+        DEFINE GPM A ON S { ?s <http://kb/label> ?l GRAPH <http://kb/g> { ?x <http://kb/p> ?l } } }""",
+                    evaluator=evaluator, kb=evaluator.kb)
+    events = [Event("http://s", t, (ox.Triple(ox.NamedNode(f"http://e/{t}"), ox.NamedNode("http://kb/label"),
+                                              ox.Literal(value)),))
+              for t, value in enumerate(["v", large, "v", large])]
+    results = [(r.time, str(r.bindings["x"])) for r in engine.run(events)]
+    assert results == [(0, "<http://kb/a>"), (1, "<http://kb/b>"), (2, "<http://kb/a>"), (3, "<http://kb/b>")]
+    (join,) = [join for plan in evaluator._plans.values() if plan is not None for join in plan.kb]
+    assert join.strategy == "lookup"
+    assert [str(t) for (t,) in join.rows] == ['"v"']

@@ -77,9 +77,10 @@ from .oxigraph import OxigraphEvaluator
 from .protocol import Solution, Term
 from ..kb import KnowledgeBase, checked_rows, solution_count
 from ..rdflib_terms import rdflib_to_ox, unalias
-from .sparql_values import RevisitedTermCache, Unsupported, canonical, canonical_literal, native
+from .sparql_values import MAX_CACHED_TERM_CHARS, RevisitedTermCache, Unsupported, canonical, canonical_literal, native
 
 MATERIALIZE, LOOKUP = "materialize", "lookup"
+KB_LOOKUPS_KEPT = 100_000       # event values whose KB rows a looked-up GRAPH join remembers
 _NONE: list = []           # shared empty answer, never modified
 _UNKNOWN = object()        # (a GPM not planned yet)
 
@@ -476,7 +477,7 @@ class SpectraEvaluator:
             if rows is None:
                 if join.strategy != LOOKUP:
                     continue
-                rows = join.rows[key] = self._lookup(join, key)
+                rows = self._lookup(join, key)
             for row in rows:
                 merged = dict(solution)
                 merged.update(row)
@@ -484,13 +485,18 @@ class SpectraEvaluator:
         return out
 
     def _lookup(self, join: _KbJoin, key: tuple) -> list[Solution]:
-        values = "VALUES (" + " ".join("?" + v for v in join.shared) + ") { (" + \
-                 " ".join(str(t) for t in key) + ") }"
+        """The KB's rows for the event's values ``key``, remembered for the next events
+        with them unless one is longer than MAX_CACHED_TERM_CHARS (a key keeps its
+        terms alive: distinct large literals must not pile up here either)."""
+        texts = [str(t) for t in key]
+        values = "VALUES (" + " ".join("?" + v for v in join.shared) + ") { (" + " ".join(texts) + ") }"
         rows = [{v: canonical(t) for v, t in solution.items()}
                 for solution in checked_rows(self.kb.select(join.text.replace("%VALUES%", values)),
                                              join.variables, f"the KB ({self.kb.description})")]
-        if len(join.rows) > 100_000:
+        if len(join.rows) > KB_LOOKUPS_KEPT:
             join.rows.clear()
+        if max(map(len, texts)) <= MAX_CACHED_TERM_CHARS:
+            join.rows[key] = rows
         return rows
 
     @cython.cfunc
