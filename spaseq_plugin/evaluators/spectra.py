@@ -77,7 +77,8 @@ from .oxigraph import OxigraphEvaluator
 from .protocol import Solution, Term
 from ..kb import KnowledgeBase, checked_rows, solution_count
 from ..rdflib_terms import rdflib_to_ox, unalias
-from .sparql_values import MAX_CACHED_TERM_CHARS, RevisitedTermCache, Unsupported, canonical, canonical_literal, native
+from .sparql_values import (MAX_CACHED_TERM_CHARS, RevisitedTermCache, Unsupported, canonical, canonical_literal,
+                            native)
 
 MATERIALIZE, LOOKUP = "materialize", "lookup"
 KB_LOOKUPS_KEPT = 100_000       # event values whose KB rows a looked-up GRAPH join remembers
@@ -435,8 +436,8 @@ class SpectraEvaluator:
                 solutions = self._solve(plan, state.views)
                 state.by_shape[plan.shape] = (plan, solutions)
             else:
-                # (a plan of one object: its identity hashes, where comparing names would
-                # compare tuples of strings on every event)
+                # (keyed by the solved plan, which hashes by identity: comparing the
+                # two plans' name tuples here cost a tuple comparison per event)
                 rename = plan.renames.get(solved[0], _UNKNOWN)
                 if rename is _UNKNOWN:
                     rename = plan.renames[solved[0]] = None if solved[0].names == plan.names else \

@@ -441,7 +441,8 @@ def event_keys(query_text: str, kb_specs: tuple, record: EventRecord) -> set[tup
     evaluator = _cached(("keys", query_text, kb_specs), lambda: SpectraEvaluator(_worker_kb(kb_specs)))
     placement = _cached(("placement", query_text, kb_specs), lambda: distinct_placement(compiled, evaluator))
     event = record.event()
-    return partition_keys(compiled.query.partition_by, placement, event, lambda gpm, event: evaluator.evaluate(gpm, event, [{}])[0])
+    return partition_keys(compiled.query.partition_by, placement, event,
+                          lambda gpm, event: evaluator.evaluate(gpm, event, [{}])[0])
 
 
 # -- the driver ---------------------------------------------------------------------------
