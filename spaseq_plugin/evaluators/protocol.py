@@ -25,4 +25,7 @@ class GpmEvaluator(Protocol):
         that the runtime calls it per run without memoising (see :mod:`.spectra`).
         Its solutions bind what the GPM binds (the runtime adds them to μ);
         values of μ that only a FILTER reads need not be repeated in them.
+
+        A solution is a ``dict`` (``Solution``), not any mapping: the compiled
+        runtime reads solutions as dicts (``partition_keys``, for one).
         """
