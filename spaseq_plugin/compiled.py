@@ -91,6 +91,7 @@ class shadow:
     compiled = False
     bint = bool
     Py_ssize_t = int
+    double = float
 
     @staticmethod
     def declare(kind=None, value=_Declared, visibility=None):

@@ -1,6 +1,7 @@
 """The runtime's state: per-key state expires with its window (issue 18), and
 caps on runaway state with a policy when one is reached (docs/limits.md)."""
 
+import bisect
 import json
 import shutil
 import subprocess
@@ -15,7 +16,7 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spaseq_plugin import Engine, LimitError, StateLimits, compile_query
-from spaseq_plugin.runtime.nfa_runtime import Run, _Ages
+from spaseq_plugin.runtime.nfa_runtime import Run, _Ages, _bisect
 
 from helpers import PREFIX, event, rows, run
 
@@ -220,6 +221,15 @@ def test_runs_by_age_pop_in_the_order_of_first_time_then_registration(ops):
         live = [(first, run) for first, _, run in model if not run.dead]
         assert [(first, run) for first, run in ages.entries() if not run.dead] == live
         assert (ages.first_time() is None) == (not ages.entries())
+
+
+@given(numbers=st.lists(st.integers(-4, 4).map(float)), number=st.integers(-5, 5).map(float))
+def test_bucket_bisection_agrees_with_the_bisect_module(numbers, number):
+    """A bucket's runs are sorted by order number and found by bisection in C
+    (_bisect): ties, the ends and an empty bucket as the bisect module has them."""
+    numbers.sort()
+    assert _bisect(numbers, number, True) == bisect.bisect_right(numbers, number)
+    assert _bisect(numbers, number, False) == bisect.bisect_left(numbers, number)
 
 
 def test_fail_stops_with_the_state_and_the_count():

@@ -136,8 +136,9 @@ always emitted.
 from __future__ import annotations
 
 import itertools
-from bisect import bisect_left, bisect_right
+from bisect import bisect_left
 from heapq import heapify, heappop, heappush
+from operator import attrgetter
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -263,6 +264,7 @@ class Match:
     mu = cython.declare(object, visibility="public")
     events = cython.declare(object, visibility="public")
     iterations = cython.declare(object, visibility="public")
+    order = cython.declare(object, visibility="public")
 
     def __init__(self, time: Time, mu: dict[str, Term], events: tuple[Event, ...],
                  iterations: tuple[tuple[int, tuple[Solution, ...]], ...]):
@@ -270,6 +272,7 @@ class Match:
         self.mu = mu
         self.events = events
         self.iterations = iterations
+        self.order = None       # the sort key within its batch (_sort_matches)
 
 
 @cython.cclass
@@ -429,6 +432,7 @@ class _Step:
     streams = cython.declare(frozenset, visibility="public")
     kind = cython.declare(object, visibility="public")
     gpms = cython.declare(tuple, visibility="public")
+    single = cython.declare(object, visibility="public")
     reads = cython.declare(tuple, visibility="public")
     target = cython.declare(object, visibility="public")
     kleene_atom = cython.declare(object, visibility="public")
@@ -447,6 +451,7 @@ class _Step:
         self.streams = frozenset(edge.atom.streams)
         self.kind = edge.atom.kind
         self.gpms = tuple(edge.atom.gpms)
+        self.single = self.gpms[0] if len(self.gpms) == 1 else None   # the atom is this one GPM
         # per GPM: what its FILTERs read and it does not bind (a conjunction injects them)
         self.reads = tuple([frozenset(gpm.filter_vars.keys() - gpm.bindable) for gpm in self.gpms])
         target = edge.target
@@ -578,7 +583,7 @@ class Runtime:
         matches = self._batch_matches
         if matches:
             if len(matches) > 1:
-                matches.sort(key=_match_order)
+                _sort_matches(matches)
             for match in matches:
                 self.emit(match)
             matches.clear()
@@ -831,9 +836,9 @@ class Runtime:
             low, high = 0, len(runs)
             if limit is not None:
                 if upward:
-                    low = bisect_left(numbers, limit)
+                    low = _bisect(numbers, limit, False)
                 else:
-                    high = bisect_right(numbers, limit)
+                    high = _bisect(numbers, limit, True)
             # one pass: the live runs become candidates, the others leave the bucket
             spent = 1 << edge.index
             kept, kept_numbers = [], []
@@ -964,7 +969,12 @@ class Runtime:
     @cython.cfunc
     @cython.locals(step=_Step)
     def _match(self, step: _Step, mu: dict, events: list[Event], standalone: bool):
-        """The ways ``step``'s atom matches the batch under ``mu``: (solution, events used)."""
+        """The ways ``step``'s atom matches the batch under ``mu``: (solution, events used).
+        The callers have checked that the atom reads a stream of the batch."""
+        if step.single is not None and len(events) == 1:
+            # the common case: one GPM on one event, of a stream the GPM reads
+            used = (events[0],)
+            return [(s, used) for s in self._evaluate(step.single, events[0], mu, standalone)]
         if step.kind == CONJUNCTION:
             # The operands' solutions are joined.  Each operand is evaluated under μ and
             # only the bindings its FILTERs read from the operands before it (semantics.md
@@ -1235,7 +1245,7 @@ class Runtime:
             if number is None:
                 bucket.unsorted.append(run)
             else:
-                at = bisect_right(bucket.numbers, number)
+                at = _bisect(bucket.numbers, number, True)
                 bucket.numbers.insert(at, number)
                 bucket.sorted.insert(at, run)
 
@@ -1476,6 +1486,25 @@ def partition_keys(variables: list[str], placement: list[GpmPattern], event: Eve
 _EMPTY: dict = {}       # the empty mapping, never modified
 
 
+@cython.ccall
+@cython.locals(low=cython.Py_ssize_t, high=cython.Py_ssize_t, middle=cython.Py_ssize_t,
+               x=cython.double, y=cython.double)
+def _bisect(numbers: list, number: float, right: cython.bint) -> cython.Py_ssize_t:
+    """``bisect_right`` (``right``) or ``bisect_left`` of ``number`` in the sorted
+    floats ``numbers`` (a bucket's order numbers): a loop in C when compiled, where
+    the bisect module's functions cost a Python call each."""
+    x = number
+    low, high = 0, len(numbers)
+    while low < high:
+        middle = (low + high) >> 1
+        y = numbers[middle]
+        if (x < y) if right else (x <= y):
+            high = middle
+        else:
+            low = middle + 1
+    return low
+
+
 RSS_PER_OBJECT_BYTE = 2     # resident memory per byte of objects (_run_bytes)
 _PENDING_BYTES = 400       # a pending match: its object and its two heap entries (x2, as _run_bytes)
 
@@ -1507,14 +1536,22 @@ def _heap_order(entry: tuple) -> tuple:
     return entry[0], entry[1]
 
 
+@cython.cfunc
 @cython.locals(match=Match, key=list)
-def _match_order(match: Match) -> tuple:
-    # (match time, then its events' times) as one flat tuple: the sort compares
-    # the times themselves, not a nested tuple's
-    key = [match.time]
-    for event in match.events:
-        key.append(event.time)
-    return tuple(key)
+def _sort_matches(matches: list) -> None:
+    """Sort a batch's matches by match time, then their events' times."""
+    # Each key is one flat tuple, so the sort compares the times themselves, not
+    # a nested tuple's; it is made in C and read back by attrgetter, as a key
+    # function written in Python cost a call per match.
+    for match in matches:
+        key = [match.time]
+        for event in match.events:
+            key.append(event.time)
+        match.order = tuple(key)
+    matches.sort(key=_MATCH_ORDER)
+
+
+_MATCH_ORDER = attrgetter("order")
 
 
 @cython.cfunc
