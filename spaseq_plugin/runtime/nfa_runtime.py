@@ -138,7 +138,7 @@ from __future__ import annotations
 import itertools
 from bisect import bisect_left
 from heapq import heapify, heappop, heappush
-from operator import attrgetter
+from operator import itemgetter
 from dataclasses import dataclass
 from typing import Callable, Iterable
 
@@ -264,7 +264,6 @@ class Match:
     mu = cython.declare(object, visibility="public")
     events = cython.declare(object, visibility="public")
     iterations = cython.declare(object, visibility="public")
-    order = cython.declare(object, visibility="public")
 
     def __init__(self, time: Time, mu: dict[str, Term], events: tuple[Event, ...],
                  iterations: tuple[tuple[int, tuple[Solution, ...]], ...]):
@@ -272,7 +271,6 @@ class Match:
         self.mu = mu
         self.events = events
         self.iterations = iterations
-        self.order = None       # the sort key within its batch (_sort_matches)
 
 
 @cython.cclass
@@ -1537,21 +1535,24 @@ def _heap_order(entry: tuple) -> tuple:
 
 
 @cython.cfunc
-@cython.locals(match=Match, key=list)
+@cython.locals(match=Match, key=list, keyed=list)
 def _sort_matches(matches: list) -> None:
-    """Sort a batch's matches by match time, then their events' times."""
+    """Sort a batch's matches in place by match time, then their events' times."""
     # Each key is one flat tuple, so the sort compares the times themselves, not
-    # a nested tuple's; it is made in C and read back by attrgetter, as a key
-    # function written in Python cost a call per match.
+    # a nested tuple's.  The keys are made here, in C, each paired with its match,
+    # and the sort reads them with itemgetter: a key function written in Python
+    # cost a call per match.
+    keyed = []
     for match in matches:
         key = [match.time]
         for event in match.events:
             key.append(event.time)
-        match.order = tuple(key)
-    matches.sort(key=_MATCH_ORDER)
+        keyed.append((tuple(key), match))
+    keyed.sort(key=_PAIR_KEY)
+    matches[:] = [pair[1] for pair in keyed]
 
 
-_MATCH_ORDER = attrgetter("order")
+_PAIR_KEY = itemgetter(0)
 
 
 @cython.cfunc
