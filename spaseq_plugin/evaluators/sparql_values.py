@@ -22,8 +22,9 @@ from __future__ import annotations
 
 import functools
 import math
+import operator
 import re
-from decimal import ROUND_DOWN, Decimal, InvalidOperation, localcontext
+from decimal import ROUND_DOWN, Context, Decimal, InvalidOperation, localcontext
 
 import pyoxigraph as ox
 try:
@@ -164,11 +165,15 @@ def _native(term) -> tuple:
         if dt == XSD_STRING:
             return ("str", text)
         if dt in _INTEGER_TYPES:
-            return ("num", (INTEGER, int(text)))
+            return checked_number(INTEGER, int(text))
         if dt == XSD + "decimal":
             if "e" in text.lower() or "n" in text.lower():
                 raise Unsupported(text)
-            return ("num", (DECIMAL, Decimal(text)))
+            value = Decimal(text)
+            whole, _, fraction = text.partition(".")
+            if len(whole) <= 20 and len(fraction) <= 18:
+                return ("num", (DECIMAL, value))        # within Oxigraph's range at a glance
+            return checked_number(DECIMAL, value)
         if dt in (XSD + "double", XSD + "float"):
             return ("num", (DOUBLE, _double(text)))
         if dt == XSD + "boolean":
@@ -248,6 +253,31 @@ def canonical_literal(term: ox.Literal) -> ox.Literal:
     if _scratch[1] >= _SCRATCH_USES:
         _scratch[:] = [ox.Store(), 0]
     return found
+
+
+# Oxigraph's numbers: an xsd:integer (any subtype) is 64 bits, an xsd:decimal a
+# 128-bit count of 10^-18.  A value beyond them, in a literal or as a result, is an
+# error there (a FILTER reading it is false); Python's numbers have no such bounds,
+# so such a value is left to Oxigraph's evaluation of the GPM (Unsupported).
+_INTEGER_MIN, _INTEGER_MAX = -(1 << 63), (1 << 63) - 1
+_EXACT = Context(prec=80)   # exact on decimals in that range (39 digits), their sums and products
+_EIGHTEEN = Decimal("1e-18")
+_DECIMAL_MAX = _EXACT.scaleb(Decimal((1 << 127) - 1), -18)
+
+
+def checked_number(kind: int, value) -> tuple:
+    """The native value ``("num", (kind, value))``, or Unsupported when Oxigraph's
+    ``kind`` does not hold ``value`` exactly (see above)."""
+    if kind == INTEGER:
+        if not _INTEGER_MIN <= value <= _INTEGER_MAX:
+            raise Unsupported("an integer beyond 64 bits")
+    elif kind == DECIMAL:
+        magnitude = value.adjusted()       # (below 10^20: within the range)
+        if not value.is_finite() or magnitude > 20 or (magnitude == 20 and abs(value) > _DECIMAL_MAX):
+            raise Unsupported("a decimal beyond Oxigraph's range")
+        if _EXACT.quantize(value, _EIGHTEEN) != value:
+            raise Unsupported("a decimal with more than 18 digits after the point")
+    return ("num", (kind, value))
 
 
 # -- operators ------------------------------------------------------------------
@@ -376,18 +406,21 @@ def ebv(value: tuple) -> bool:
     raise SparqlError("no effective boolean value")
 
 
+# + - * on integers and doubles, and on decimals (exact: Python's default context
+# would round beyond 28 digits)
+_RING_OPERATORS = {"+": (operator.add, _EXACT.add), "-": (operator.sub, _EXACT.subtract),
+                   "*": (operator.mul, _EXACT.multiply)}
+
+
 def arithmetic(op: str, a: tuple, b: tuple) -> tuple:
     if a[0] != "num" or b[0] != "num":
         if "lit" in (a[0], b[0]):
             raise Unsupported("arithmetic on an unknown literal")
         raise SparqlError("arithmetic on a non-number")
     kind, x, y = _promote(a[1], b[1])
-    if op == "+":
-        return ("num", (kind, x + y))
-    if op == "-":
-        return ("num", (kind, x - y))
-    if op == "*":
-        return ("num", (kind, x * y))
+    operations = _RING_OPERATORS.get(op)
+    if operations is not None:
+        return checked_number(kind, operations[kind == DECIMAL](x, y))
     if kind == DOUBLE:
         if y == 0:
             return ("num", (DOUBLE, math.nan if x == 0 or x != x else math.copysign(math.inf, x) * math.copysign(1, y)))
@@ -398,10 +431,8 @@ def arithmetic(op: str, a: tuple, b: tuple) -> tuple:
     with localcontext() as ctx:
         ctx.prec = 80
         quotient = (Decimal(x) / Decimal(y)).quantize(_EIGHTEEN, rounding=ROUND_DOWN)
-    return ("num", (DECIMAL, quotient))
+    return checked_number(DECIMAL, quotient)
 
-
-_EIGHTEEN = Decimal("1e-18")
 
 
 def number(value: tuple):

@@ -18,8 +18,8 @@ from rdflib.term import Literal, URIRef, Variable
 
 from ..rdflib_terms import rdflib_to_ox, unalias
 from ..evaluators.sparql_values import (
-    DECIMAL, DOUBLE, INTEGER, SparqlError, Unsupported, arithmetic, canonical, compare, ebv,
-    equal, native, ordering_test,
+    DECIMAL, DOUBLE, INTEGER, SparqlError, Unsupported, arithmetic, canonical, checked_number, compare,
+    ebv, equal, native, ordering_test,
 )
 
 TRUE, FALSE = ("bool", True), ("bool", False)
@@ -285,7 +285,7 @@ def _numeric(function, operand: str = "arg"):
             if value[0] != "num":
                 raise SparqlError("not a number")
             kind, number = value[1]
-            return ("num", (kind, function(kind, number)))
+            return checked_number(kind, function(kind, number))
         return apply
     return build
 
