@@ -282,6 +282,27 @@ def test_numbers_beyond_oxigraph_s_ranges_are_left_to_it(value, constraint, kept
     assert fast.plan(gpm) is not None and (fast.fallbacks == 0) == kept
 
 
+@pytest.mark.parametrize("value, constraint", [
+    ("12345678901234567890.499999999999999999", "ROUND(?v) = 12345678901234567890.0"),   # was ...891
+    ("-12345678901234567890.500000000000000001", "ROUND(?v) = -12345678901234567891.0"),  # was ...890
+    ("1234567890123.4999999999999999", "ROUND(?v) < 1234567890124"),
+    ("-2.5", "ROUND(?v) = -2"),          # halves towards positive infinity
+    ("2.5", "ROUND(?v) = 3"),
+    ("99999999999999999999.5", "ROUND(?v) > 99999999999999999999.0"),
+])
+def test_decimal_round_is_exact(value, constraint):
+    """ROUND on a decimal of more than 28 significant digits: Python's default
+    context rounded ``x + 0.5`` before the floor, a unit off Oxigraph's answer."""
+    body = f"?x <http://e/p> ?v . FILTER({constraint})"
+    gpm = compile_query("PREFIX xsd: <http://www.w3.org/2001/XMLSchema#>\n" + QUERY.format(body=body)).gpms["A"]
+    literal = ox.Literal(value, datatype=ox.NamedNode(XSD + "decimal"))
+    event = Event("http://s", 1, (ox.Triple(ox.NamedNode("http://e/s1"), ox.NamedNode("http://e/p"), literal),))
+    fast, slow = SpectraEvaluator(), OxigraphEvaluator()
+    [got], [want] = fast.evaluate(gpm, event, [{}]), slow.evaluate(gpm, event, [{}])
+    assert want and canonical_rows(got) == canonical_rows(want)
+    assert fast.plan(gpm) is not None and fast.fallbacks == 0
+
+
 @pytest.mark.parametrize("objects", [
     ["1", "1"],                                  # a triple repeated in an event built by hand
     ["01", "1"],                                 # one triple once canonical

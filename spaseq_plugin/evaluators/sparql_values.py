@@ -24,7 +24,7 @@ import functools
 import math
 import operator
 import re
-from decimal import ROUND_DOWN, Context, Decimal, InvalidOperation, localcontext
+from decimal import ROUND_DOWN, ROUND_FLOOR, Context, Decimal, InvalidOperation, localcontext
 
 import pyoxigraph as ox
 try:
@@ -262,7 +262,14 @@ def canonical_literal(term: ox.Literal) -> ox.Literal:
 _INTEGER_MIN, _INTEGER_MAX = -(1 << 63), (1 << 63) - 1
 _EXACT = Context(prec=80)   # exact on decimals in that range (39 digits), their sums and products
 _EIGHTEEN = Decimal("1e-18")
+_HALF = Decimal("0.5")
 _DECIMAL_MAX = _EXACT.scaleb(Decimal((1 << 127) - 1), -18)
+
+
+def decimal_round(value: Decimal) -> Decimal:
+    """SPARQL ROUND of a decimal (halves towards positive infinity), exactly: Python's
+    default context would round ``value + 0.5`` to 28 digits before the floor."""
+    return _EXACT.add(value, _HALF).to_integral_value(rounding=ROUND_FLOOR)
 
 
 def checked_number(kind: int, value) -> tuple:

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import math
 import re
-from decimal import ROUND_FLOOR, Decimal
+from decimal import Decimal
 
 from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import Literal, URIRef, Variable
@@ -19,7 +19,7 @@ from rdflib.term import Literal, URIRef, Variable
 from ..rdflib_terms import rdflib_to_ox, unalias
 from ..evaluators.sparql_values import (
     DECIMAL, DOUBLE, INTEGER, SparqlError, Unsupported, arithmetic, canonical, checked_number, compare,
-    ebv, equal, native, ordering_test,
+    decimal_round, ebv, equal, native, ordering_test,
 )
 
 TRUE, FALSE = ("bool", True), ("bool", False)
@@ -295,8 +295,8 @@ def _round(kind, x):
         if math.isinf(x) or x != x:
             return x
         return float(math.floor(x + 0.5))
-    if kind == DECIMAL:     # SPARQL rounds halves towards positive infinity
-        return (x + Decimal("0.5")).to_integral_value(rounding=ROUND_FLOOR)
+    if kind == DECIMAL:
+        return decimal_round(x)
     return x
 
 
