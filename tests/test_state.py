@@ -16,6 +16,8 @@ from hypothesis import given
 from hypothesis import strategies as st
 
 from spaseq_plugin import Engine, LimitError, StateLimits, compile_query
+from spaseq_plugin.evaluators.oxigraph import OxigraphEvaluator
+from spaseq_plugin.evaluators.spectra import SpectraEvaluator
 from spaseq_plugin.runtime.nfa_runtime import Run, _Ages, _bisect
 
 from helpers import PREFIX, event, rows, run
@@ -34,6 +36,42 @@ def keyed(seq: str, window: str = "WITHIN 10 SECONDS", partition: bool = True) -
 
 def ev(name: str, key: str, time):
     return event("s", time, f':{name} :kind "{name[0]}" ; :key :{key} .')
+
+
+# -- comparisons proven by the run index ----------------------------------------------
+
+class RecordingSpectra(SpectraEvaluator):
+    """SPECTRA, noting the comparisons the runtime says hold."""
+
+    def __init__(self):
+        super().__init__()
+        self.told = []
+
+    def evaluate_one(self, gpm, event, mapping, holds=None):
+        if holds is None:
+            return super().evaluate_one(gpm, event, mapping)
+        self.told.append(holds)
+        return super().evaluate_one(gpm, event, mapping, holds)
+
+
+def test_the_run_index_proves_a_comparison_but_not_on_a_float_tie():
+    """Runs wait on B sorted by ?p1, a float; a run strictly below the event's ?p2 as a
+    float satisfies B's ``?p2 > ?p1`` and the evaluator is told so.  Decimals that are one
+    float (1.000000000000000001 to ...003) tie: they are checked, and ...001 > ...002
+    is false."""
+    query = ("SELECT ?p1 ?p2 WITHIN 100 SECONDS\n" + ONE_STREAM + "WHERE { SEQ (A : B)\n"
+             "DEFINE GPM A ON S { ?c :price ?p1 }\n"
+             "DEFINE GPM B ON S { ?c :price ?p2 FILTER(?p2 > ?p1) } }")
+    prices = ["1.000000000000000002", "1.000000000000000001", "1.000000000000000003", "2.0"]
+    events = [event("s", t, f':c :price {p} .') for t, p in enumerate(prices, 1)]
+    recording = RecordingSpectra()
+    got = run(query, events, evaluator=recording)
+    assert got == run(query, events, evaluator=OxigraphEvaluator())
+    pairs = sorted((dict(b)["p1"], dict(b)["p2"]) for _, b in got)
+    decimal = '"^^<http://www.w3.org/2001/XMLSchema#decimal>'
+    shown = [f'"{p}{decimal}' for p in prices[:3] + ["2"]]      # (canonical: 2.0 is 2)
+    assert pairs == sorted((shown[i], shown[j]) for i, j in [(0, 2), (1, 2), (0, 3), (1, 3), (2, 3)])
+    assert recording.told == [("p2", ">", "p1")] * 3     # the three runs below 2.0, at t4
 
 
 # -- keyed state expires -------------------------------------------------------------

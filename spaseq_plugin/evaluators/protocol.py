@@ -24,7 +24,9 @@ class GpmEvaluator(Protocol):
         solutions compatible with a run's whole mapping, answered so cheaply
         that the runtime calls it per run without memoising (see :mod:`.spectra`).
         Its solutions bind what the GPM binds (the runtime adds them to μ);
-        values of μ that only a FILTER reads need not be repeated in them.
+        values of μ that only a FILTER reads need not be repeated in them.  An
+        evaluator that also offers ``comparisons(gpm)`` takes a fourth argument,
+        ``holds``: one of those comparisons, known to hold, need not be checked.
 
         A solution is a ``dict`` (``Solution``), not any mapping: the compiled
         runtime reads solutions as dicts (``partition_keys``, for one).

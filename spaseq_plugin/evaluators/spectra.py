@@ -136,10 +136,11 @@ class Plan:
     renames = cython.declare(dict, visibility="public")            # plan of the same shape -> its names to this plan's (None: the same)
     bound_order = cython.declare(tuple, visibility="public")       # ``bound``, sorted: index keys list variables so
     stateful_reads = cython.declare(tuple, visibility="public")    # what only the stateful filters read: a run's bindings
+    unproven = cython.declare(dict, visibility="public")           # comparison -> the stateful filters but its conjunct
 
     def __init__(self, patterns: list[_Pattern], local_filters: list, stateful_filters: list,
                  kb: list[_KbJoin], bound: frozenset[str], mentioned: frozenset[str],
-                 comparisons: tuple, shape: int, names: tuple[str, ...]):
+                 comparisons: tuple, shape: int, names: tuple[str, ...], unproven: dict):
         self.patterns = patterns
         self.local_filters = local_filters
         self.stateful_filters = stateful_filters
@@ -153,6 +154,7 @@ class Plan:
         self.renames = {}
         self.bound_order = tuple(sorted(bound))
         self.stateful_reads = tuple(sorted(mentioned - bound))
+        self.unproven = unproven
 
 
 @cython.cclass
@@ -237,12 +239,15 @@ class SpectraEvaluator:
         return out
 
     @cython.locals(state=_EventState, plan=Plan)
-    def evaluate_one(self, gpm: GpmPattern, event: Event, mapping: Mapping[str, Term]) -> list[Solution]:
+    def evaluate_one(self, gpm: GpmPattern, event: Event, mapping: Mapping[str, Term],
+                     holds: tuple | None = None) -> list[Solution]:
         """The solutions of ``gpm`` on ``event`` compatible with ``mapping``, a
         run's whole μ (only the GPM's variables count).  A solution binds the
         variables the GPM binds, not those only its stateful FILTERs read (the
         mapping has them).  The list and its dicts may be shared with other
-        calls: callers never modify them.
+        calls: callers never modify them.  ``holds``: one of :meth:`comparisons`
+        that the caller knows holds for every solution under ``mapping``; its
+        conjunct is not checked.
 
         The runtime's μ holds only values from this evaluator's solutions,
         the KB's or Oxigraph's, all in canonical form already, so they are
@@ -257,7 +262,7 @@ class SpectraEvaluator:
                 if not mapping and not plan.stateful_filters:
                     return solutions
                 return self._extend(gpm, plan, solutions, mapping if type(mapping) is dict else dict(mapping),
-                                    state)
+                                    state, holds)
             except Unsupported:
                 self.fallbacks += 1
         restricted = {v: t for v, t in mapping.items() if v in gpm.mentioned}
@@ -272,7 +277,8 @@ class SpectraEvaluator:
         """``(?a, op, ?b)`` for each stateful FILTER conjunct ``?a op ?b`` with op one
         of < <= > >=, written both ways round (``(b, flipped op, a)`` too): a
         solution is kept only if the conjunct holds, a necessary condition the
-        runtime indexes runs by (with :meth:`order_number`)."""
+        runtime indexes runs by (with :meth:`order_number`), and which that index
+        often proves (``evaluate_one``'s ``holds``)."""
         plan = self.plan(gpm)
         return () if plan is None else plan.comparisons
 
@@ -371,7 +377,7 @@ class SpectraEvaluator:
             kb_vars = set().union(*(p.vars for p in patterns))
             kb_joins.append(self._kb_join(graph, patterns, tuple(sorted(kb_vars & bound))))
             bound |= kb_vars
-        local, stateful, comparisons, local_exprs = [], [], [], []
+        local, stateful, comparisons, local_exprs, unproven = [], [], [], [], {}
         for expr in exprs:
             needed = variables(expr)
             keep = compile_filter(expr)
@@ -380,11 +386,15 @@ class SpectraEvaluator:
                 local_exprs.append(expr)
             else:
                 stateful.append(keep)
-                comparisons += _comparison(expr)
+                for comparison in _comparison(expr):
+                    comparisons.append(comparison)
+                    unproven[comparison] = len(stateful) - 1
+        for comparison, index in unproven.items():
+            unproven[comparison] = stateful[:index] + stateful[index + 1:]
         shape, names = _shape(event_patterns, graphs, local_exprs)
         shape = self._shapes.setdefault(shape, len(self._shapes))
         return Plan(event_patterns, local, stateful, kb_joins, frozenset(bound), gpm.mentioned,
-                    tuple(comparisons), shape, names)
+                    tuple(comparisons), shape, names, unproven)
 
     def _kb_join(self, graph: str, patterns: list[_Pattern], shared: tuple[str, ...]) -> _KbJoin:
         join = _KbJoin(graph, patterns, shared)
@@ -503,8 +513,9 @@ class SpectraEvaluator:
     @cython.cfunc
     @cython.locals(state=_EventState, plan=Plan, mapping=dict, solution=dict, s=dict, row=dict, candidates=list)
     def _extend(self, gpm: GpmPattern, plan: Plan, solutions: list[Solution],
-                mapping: dict[str, Term], state: _EventState) -> list[Solution]:
-        """The standalone solutions compatible with one run's bindings, filtered."""
+                mapping: dict[str, Term], state: _EventState, holds: tuple | None) -> list[Solution]:
+        """The standalone solutions compatible with one run's bindings, filtered
+        (but for the conjunct of ``holds``, a comparison known to hold)."""
         shared = [v for v in plan.bound_order if v in mapping]
         if not shared:
             candidates = solutions
@@ -517,7 +528,7 @@ class SpectraEvaluator:
         else:
             candidates = _index(gpm, tuple(shared), solutions, state).get(
                 tuple([mapping[v] for v in shared]), _NONE)
-        filters = plan.stateful_filters
+        filters = plan.stateful_filters if holds is None else plan.unproven[holds]
         if not filters or not candidates:
             # Every solution binds all of plan.bound, so the index already made
             # the candidates agree with the mapping.

@@ -63,7 +63,12 @@ semantics.md):
   at or below the largest for ``>``).  Runs whose ``?r`` is not a number,
   and keys with a solution whose ``?e`` is not, are always visited.  The
   V-shape's ``?p2 > ?p1`` and the smart grid's ``?fr2 < ?fr1`` then touch
-  the runs they extend, not every run of the company or the house.
+  the runs they extend, not every run of the company or the house.  The
+  order also proves the conjunct for most of them: a run whose number is
+  strictly beyond every solution's (for ``<``: above the greatest ``?e``)
+  satisfies it, since a strict order of floats is the values' order; the
+  evaluator is told so (``evaluate_one``'s ``holds``) and does not check it
+  again.  Ties decide nothing, and are checked.
 
   Which variables are certainly bound at a state: nothing at the initial
   state; along an edge, what the source had plus what the atom certainly
@@ -210,14 +215,16 @@ class Probe:
     compared = cython.declare(object, visibility="public")
     against = cython.declare(object, visibility="public")
     upward = cython.declare(cython.bint, visibility="public")
+    comparison = cython.declare(object, visibility="public")
 
     def __init__(self, gpm: GpmPattern, variables: tuple[str, ...], compared: str | None = None,
-                 against: str | None = None, upward: bool = False):
+                 against: str | None = None, upward: bool = False, comparison: tuple | None = None):
         self.gpm = gpm
         self.variables = variables      # joined: the run's values must be a solution's
         self.compared = compared        # the GPM's variable in an ordering FILTER conjunct ...
         self.against = against          # ... and the run's variable it is compared with
         self.upward = upward            # the run's number must be >= the least ?compared (else <= the greatest)
+        self.comparison = comparison    # that conjunct, (compared, op, against) as the evaluator's comparisons()
 
 
 @cython.cclass
@@ -510,6 +517,7 @@ class Runtime:
     _strict_states = cython.declare(object, visibility="public")
     _steps = cython.declare(dict, visibility="public")
     _unprobed = cython.declare(dict, visibility="public")
+    _proven = cython.declare(dict, visibility="public")
 
     def __init__(self, compiled: CompiledQuery, evaluator: GpmEvaluator,
                  emit: Callable[[Match], None], start: Time | None = None,
@@ -554,6 +562,7 @@ class Runtime:
         # what new runs extend: no events, no bindings (never registered)
         self._root = Run(self.nfa.initial, {}, None, (), 0, 0, (), ())
         self._batch_keys: dict[Edge, dict | None] = {}     # per partition batch: see _offered
+        self._proven: dict[Run, int] = {}      # per partition batch: see _visit
         self._waiting_on: dict[str, list[Edge]] = {}       # stream -> non-strict edges reading it
         self._strict_states = {state for state in self.nfa.states
                                if any(e.strategy == STRICT for e in state.edges)}
@@ -758,6 +767,8 @@ class Runtime:
         streams = self._batch_streams = {e.stream for e in events}
         self._batch_stream = events[0].stream if len(streams) == 1 else None
         self._batch_keys = {}
+        if self._proven:
+            self._proven = {}
         candidates: dict[Run, Run] = {}     # (a run hashes by identity, in C)
         strict = set(part.strict)
         for run in part.strict:
@@ -779,9 +790,9 @@ class Runtime:
             else:
                 visits = offered.items()
             upward = edge in self._probes and self._probes[edge].upward
-            for key, limit in visits:
+            for key, bounds in visits:
                 bucket = waiting.keyed.get(key)
-                if bucket is not None and not self._visit(edge, bucket, limit, upward, candidates):
+                if bucket is not None and not self._visit(edge, bucket, bounds, upward, candidates):
                     del waiting.keyed[key]
             if waiting.loose:
                 waiting.loose = self._collect(edge, waiting.loose, candidates)
@@ -821,24 +832,31 @@ class Runtime:
 
     @cython.cfunc
     @cython.locals(bucket=_Bucket, run=Run, runs=list, numbers=list, i=cython.Py_ssize_t,
-                   low=cython.Py_ssize_t, high=cython.Py_ssize_t)
-    def _visit(self, edge: Edge, bucket: _Bucket, limit: float | None, upward: bool,
+                   low=cython.Py_ssize_t, high=cython.Py_ssize_t, proven_low=cython.Py_ssize_t,
+                   proven_high=cython.Py_ssize_t, proven=dict)
+    def _visit(self, edge: Edge, bucket: _Bucket, bounds: tuple | None, upward: bool,
                candidates: dict[Run, Run]) -> bool:
         """Add the bucket's runs the batch may extend to ``candidates`` (sorted runs
-        beyond ``limit`` cannot be), forgetting dead ones; False when it is empty."""
+        beyond ``bounds``' limit cannot be; those strictly beyond its proof satisfy the
+        probe's comparison, noted in ``_proven``), forgetting dead ones; False when it
+        is empty."""
         if bucket.unsorted:
             bucket.unsorted = self._collect(edge, bucket.unsorted, candidates)
         runs = bucket.sorted
         if runs:
             numbers = bucket.numbers
             low, high = 0, len(runs)
-            if limit is not None:
-                if upward:
-                    low = _bisect(numbers, limit, False)
-                else:
-                    high = _bisect(numbers, limit, True)
+            proven_low, proven_high = 0, 0      # (none)
+            if bounds is not None:
+                if upward:      # ?compared < ?against (or <=): runs at or above the least ?compared
+                    low = _bisect(numbers, bounds[0], False)
+                    proven_low, proven_high = _bisect(numbers, bounds[1], True), high
+                else:           # ?compared > ?against (or >=): runs at or below the greatest
+                    high = _bisect(numbers, bounds[0], True)
+                    proven_low, proven_high = low, _bisect(numbers, bounds[1], False)
             # one pass: the live runs become candidates, the others leave the bucket
             spent = 1 << edge.index
+            proven = self._proven
             kept, kept_numbers = [], []
             for i in range(low, high):
                 run = runs[i]
@@ -846,6 +864,8 @@ class Runtime:
                     kept.append(run)
                     kept_numbers.append(numbers[i])
                     candidates[run] = run
+                    if proven_low <= i < proven_high:
+                        proven[run] = proven.get(run, 0) | spent
             if len(kept) != high - low:
                 numbers[low:high] = kept_numbers
                 runs[low:high] = kept
@@ -854,8 +874,8 @@ class Runtime:
     @cython.cfunc
     @cython.locals(probe=Probe)
     def _offered(self, edge: Edge, events: list[Event]) -> dict | None:
-        """What the batch offers ``edge``'s runs: probe key -> the limit on their
-        number (``None``: no limit).  ``None``: not known, every run may extend."""
+        """What the batch offers ``edge``'s runs: probe key -> the bounds on their
+        number (``_bounds``; ``None``: none).  ``None``: not known, every run may extend."""
         if edge in self._batch_keys:
             return self._batch_keys[edge]
         probe = self._probes.get(edge)
@@ -871,19 +891,26 @@ class Runtime:
                     for key, rows in found.items():
                         solutions[key] = solutions[key] + rows if key in solutions else rows
             if solutions is not None:
-                offered = {key: self._limit(probe, rows) for key, rows in solutions.items()}
+                offered = {key: self._bounds(probe, rows) for key, rows in solutions.items()}
         self._batch_keys[edge] = offered
         return offered
 
     @cython.cfunc
     @cython.locals(probe=Probe)
-    def _limit(self, probe: Probe, solutions: list) -> float | None:
+    def _bounds(self, probe: Probe, solutions: list) -> tuple | None:
+        """(limit, proof) for runs whose ?against the probe's comparison reads, from the
+        ``solutions``' numbers in ?compared: a run beyond the limit fails the comparison
+        with every solution (for ``<``: below the least), one strictly beyond the proof
+        satisfies it with every solution (for ``<``: above the greatest).  Numbers are
+        floats, rounded monotonically: a strict float order is the values' order, a
+        tie decides nothing.  ``None``: no bounds (no comparison, or not a number)."""
         if probe.compared is None:
             return None
         numbers = [self.evaluator.order_number(s[probe.compared]) for s in solutions]
         if None in numbers:
             return None
-        return min(numbers) if probe.upward else max(numbers)
+        least, greatest = min(numbers), max(numbers)
+        return (least, greatest) if probe.upward else (greatest, least)
 
     @cython.cfunc
     @cython.locals(step=_Step)
@@ -929,7 +956,10 @@ class Runtime:
             if offered is not None and key not in offered:
                 extensions = ()     # the join fails: no standalone solution has the run's values
             else:
-                extensions = self._match(step, base, events, False)
+                # the probe's comparison, when the run's place in its bucket proved it (_visit)
+                holds = self._probes[step.edge].comparison \
+                    if self._proven and self._proven.get(run, 0) & step.bit else None
+                extensions = self._match(step, base, events, False, holds)
             if step.strict or (step.next and extensions):
                 run.spent |= step.bit
             for solution, used in extensions:
@@ -966,13 +996,14 @@ class Runtime:
 
     @cython.cfunc
     @cython.locals(step=_Step)
-    def _match(self, step: _Step, mu: dict, events: list[Event], standalone: bool):
+    def _match(self, step: _Step, mu: dict, events: list[Event], standalone: bool, holds=None):
         """The ways ``step``'s atom matches the batch under ``mu``: (solution, events used).
-        The callers have checked that the atom reads a stream of the batch."""
+        The callers have checked that the atom reads a stream of the batch.  ``holds``:
+        a comparison of the edge's probe known to hold (see ``_bounds``)."""
         if step.single is not None and len(events) == 1:
             # the common case: one GPM on one event, of a stream the GPM reads
             used = (events[0],)
-            return [(s, used) for s in self._evaluate(step.single, events[0], mu, standalone)]
+            return [(s, used) for s in self._evaluate(step.single, events[0], mu, standalone, holds)]
         if step.kind == CONJUNCTION:
             # The operands' solutions are joined.  Each operand is evaluated under μ and
             # only the bindings its FILTERs read from the operands before it (semantics.md
@@ -1040,10 +1071,14 @@ class Runtime:
                 self._memo[(gpm, event, key)] = solutions
 
     @cython.cfunc
-    def _evaluate(self, gpm: GpmPattern, event: Event, mu: dict, standalone: bool) -> list[Solution]:
+    def _evaluate(self, gpm: GpmPattern, event: Event, mu: dict, standalone: bool,
+                  holds=None) -> list[Solution]:
         """Solutions of ``gpm`` on ``event`` under ``mu``, memoised for the batch
-        unless the evaluator answers one mapping at the cost of a lookup."""
+        unless the evaluator answers one mapping at the cost of a lookup (which is then
+        told of a comparison that ``holds``)."""
         if self._evaluate_one is not None:
+            if holds is not None:
+                return self._evaluate_one(gpm, event, mu, holds)
             return self._evaluate_one(gpm, event, _EMPTY if standalone else mu)
         restricted = {} if standalone else {v: t for v, t in mu.items() if v in gpm.mentioned}
         key = (gpm, event, frozenset(restricted.items()))
@@ -1427,7 +1462,8 @@ class Runtime:
                     probe = Probe(gpm, tuple(sorted(certain & gpm.mentioned & have)))
                     for compared, op, against in comparisons_of(gpm):
                         if compared in certain and against in have - certain:
-                            probe = Probe(gpm, probe.variables, compared, against, op in ("<", "<="))
+                            probe = Probe(gpm, probe.variables, compared, against, op in ("<", "<="),
+                                          (compared, op, against))
                             break
                     rank = (len(probe.variables), probe.compared is not None)
                     if best is None or rank > best[0]:
