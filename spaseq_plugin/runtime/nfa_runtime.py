@@ -984,13 +984,15 @@ class Runtime:
             # a Kleene iteration binds its own values too (the key may be local to it)
             if tuple([mu.get(v) for v in self._partition_by]) != part.key:
                 return      # this solution belongs to another partition's run
-        new = Run(step.target, mu, base_mu, run.events + used, run.first if not is_root else time,
+        events = run.events + used
+        if step.accepting and not step.final_guards:
+            self._emit_match(time, mu, events, iterations)
+            if not step.continues:
+                return      # (a match no run goes on from makes no run)
+        new = Run(step.target, mu, base_mu, events, run.first if not is_root else time,
                   time, iterations, partition)
-        if step.accepting:
-            if step.final_guards:
-                self._add_pending(part, new, step.final_guards)
-            else:
-                self._emit_run(new, time)
+        if step.accepting and step.final_guards:
+            self._add_pending(part, new, step.final_guards)
         if step.continues:
             created.append(new)
 
@@ -1475,7 +1477,11 @@ class Runtime:
     @cython.cfunc
     @cython.locals(run=Run)
     def _emit_run(self, run: Run, time: Time) -> None:
-        match = Match(time, run.mu, run.events, run.iterations)
+        self._emit_match(time, run.mu, run.events, run.iterations)
+
+    @cython.cfunc
+    def _emit_match(self, time: Time, mu: dict, events: tuple, iterations: tuple) -> None:
+        match = Match(time, mu, events, iterations)
         if self._batching:
             self._batch_matches.append(match)
         else:
