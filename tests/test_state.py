@@ -231,13 +231,14 @@ def test_drop_oldest_keeps_the_last_runs():
 
 @given(ops=st.lists(st.one_of(st.tuples(st.just("add"), st.integers(0, 6)),
                                st.tuples(st.just("kill"), st.integers(0, 30)),
+                               st.tuples(st.just("discard"), st.integers(0, 30)),
                                st.tuples(st.just("expire"), st.integers(0, 7)),
                                st.tuples(st.just("oldest"), st.just(0)),
                                st.tuples(st.just("compact"), st.just(0))), max_size=40))
 def test_runs_by_age_pop_in_the_order_of_first_time_then_registration(ops):
     """A partition's runs by age (expiry, drop-oldest) against the plain model: a
     list of (first τ, registration number, run) kept sorted.  Only live runs count:
-    a dead one may be dropped early."""
+    a dead one may be dropped early, a discarded one is gone at once."""
     ages, model = _Ages(), []
     for number, (op, n) in enumerate(ops):
         if op == "add":
@@ -247,6 +248,11 @@ def test_runs_by_age_pop_in_the_order_of_first_time_then_registration(ops):
             model.sort(key=lambda entry: entry[:2])
         elif op == "kill" and model:
             model[n % len(model)][2].dead = True
+        elif op == "discard" and model:
+            run = model.pop(n % len(model))[2]
+            run.dead = True
+            ages.discard(run)
+            assert all(r is not run for _, r in ages.entries())
         elif op == "expire":
             assert [run for run in ages.expire(n) if not run.dead] == \
                 [run for first, _, run in model if first < n and not run.dead]
@@ -258,7 +264,8 @@ def test_runs_by_age_pop_in_the_order_of_first_time_then_registration(ops):
             model = [entry for entry in model if not entry[2].dead]
         live = [(first, run) for first, _, run in model if not run.dead]
         assert [(first, run) for first, run in ages.entries() if not run.dead] == live
-        assert (ages.first_time() is None) == (not ages.entries())
+        entries = ages.entries()
+        assert ages.first_time() == (entries[0][0] if entries else None)
 
 
 @given(numbers=st.lists(st.integers(-4, 4).map(float)), number=st.integers(-5, 5).map(float))

@@ -326,8 +326,11 @@ class _Ages:
     τs in a heap, each with its runs in the order they were registered (so the
     oldest run is the first registered of the least τ).  Skip-till-any makes many
     runs of one start: one heap entry per start time, comparing plain times, costs
-    a fraction of a heap of (τ, seq, run) tuples.  Dead runs stay until expiry,
-    :meth:`oldest` or :meth:`compact` meets them."""
+    a fraction of a heap of (τ, seq, run) tuples.  A run whose edges are all
+    spent leaves at once (:meth:`discard`: strict contiguity spends most runs
+    long before their window ends, and a run kept until then is freed cold);
+    other dead runs stay until expiry, :meth:`oldest` or :meth:`compact` meets
+    them.  A first τ whose runs all left stays in the heap until it comes up."""
     times = cython.declare(list, visibility="public")       # the distinct first τs: a heap
     runs = cython.declare(dict, visibility="public")        # first τ -> its runs, oldest first
 
@@ -346,9 +349,25 @@ class _Ages:
             runs.append(run)
 
     @cython.ccall
+    @cython.locals(runs=list)
+    def discard(self, run: Run) -> None:
+        """Forget ``run`` (dead), found among the runs of its first τ."""
+        runs = self.runs.get(run.first)
+        if runs is not None:
+            for i in range(len(runs)):
+                if runs[i] is run:
+                    del runs[i]
+                    break
+            if not runs:
+                del self.runs[run.first]
+
+    @cython.ccall
     def first_time(self):
         """The least first τ (of a live run or a dead one not yet dropped); None: no runs."""
-        return self.times[0] if self.times else None
+        times = self.times
+        while times and times[0] not in self.runs:
+            heappop(times)
+        return times[0] if times else None
 
     @cython.ccall
     @cython.locals(expired=list)
@@ -357,7 +376,7 @@ class _Ages:
         expired = []
         times = self.times
         while times and times[0] < horizon:
-            expired.extend(self.runs.pop(heappop(times)))
+            expired.extend(self.runs.pop(heappop(times), ()))
         return expired
 
     @cython.ccall
@@ -366,7 +385,10 @@ class _Ages:
         """The oldest live run (the dead ones before it are dropped); None: none."""
         times = self.times
         while times:
-            runs = self.runs[times[0]]
+            runs = self.runs.get(times[0])
+            if runs is None:
+                heappop(times)
+                continue
             n = len(runs)
             dead = 0
             while dead < n and runs[dead].dead:
@@ -969,6 +991,7 @@ class Runtime:
                 self._extend(part, run, step, mu, used, time, created, False)
         if run.spent == (1 << len(steps)) - 1 and not run.dead:
             self._kill(part, run)
+            part.ages.discard(run)
 
     @cython.cfunc
     @cython.locals(part=_Partition, run=Run, new=Run, step=_Step)
