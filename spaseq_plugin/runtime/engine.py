@@ -374,7 +374,7 @@ class Engine:
         self._collector.out.append(result)
 
 
-YOUNG_COLLECTION_THRESHOLD = 10_000    # allocations between young-generation collections (CPython: 700)
+YOUNG_COLLECTION_THRESHOLD = 100_000    # allocations between young-generation collections (CPython: 700)
 
 
 def prepare_collector() -> None:
@@ -384,8 +384,11 @@ def prepare_collector() -> None:
     KB's caches), which lives as long as the run, is frozen: full collections no longer
     traverse it.  The young generation is collected every YOUNG_COLLECTION_THRESHOLD
     allocations instead of 700: the engine makes many short-lived containers, most
-    freed by reference counting before a collection would look at them.  Measured on
-    the peers' stock stream through ``spaseq run``: docs/bench.md."""
+    freed by reference counting before a collection would look at them, and a piece
+    the reader parses (a few thousand events, built with the collector paused) counts
+    as that many allocations at once: at 10,000, each piece set off collections that
+    traversed the events it had just read.  Measured on the peers' stock stream
+    through ``spaseq run`` and the bench: docs/bench.md."""
     gc.collect()
     gc.freeze()
     gc.set_threshold(YOUNG_COLLECTION_THRESHOLD, *gc.get_threshold()[1:])
