@@ -294,18 +294,13 @@ class SpectraEvaluator:
 
     order_number = staticmethod(_order_number)
 
-    @staticmethod
-    def mapping_key(mapping: Mapping[str, Term], variables: tuple[str, ...]) -> tuple | None:
-        """A run's values of ``variables`` as :meth:`solution_keys` lists them (``None``: one is unbound)."""
-        key = tuple([mapping.get(v) for v in variables])     # (canonical already: see evaluate_one)
-        return None if None in key else key
-
     @cython.locals(state=_EventState)
     def solution_keys(self, gpm: GpmPattern, event: Event, variables: tuple[str, ...]) -> dict | None:
         """The values of ``variables`` (from :meth:`certain_variables`) in ``gpm``'s
-        standalone solutions on ``event``, as a dict keyed by value tuple.  A run
-        whose (canonical) values are not among them gets no solution from
-        :meth:`evaluate`.  ``None``: not known."""
+        standalone solutions on ``event``, as a dict keyed by value tuple: the terms
+        themselves, canonical as in every solution, so that a run's μ (made of
+        solutions) gives its key as it is.  A run whose values are not among them
+        gets no solution from :meth:`evaluate`.  ``None``: not known."""
         plan = self.plan(gpm)
         if plan is None:
             return None

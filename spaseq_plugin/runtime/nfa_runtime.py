@@ -1323,14 +1323,13 @@ class Runtime:
         keys = self._unprobed.get(run.state)
         if keys is not None:
             return keys
-        mapping_key = self.evaluator.mapping_key
         keys = []
         for step in self._steps[run.state]:
             probe = self._asked_probe(step)
             if probe is None:
                 keys.append(None)
             else:
-                keys.append(mapping_key(run.base_mu if step.loop else run.mu, probe.variables))
+                keys.append(_mapping_key(run.base_mu if step.loop else run.mu, probe.variables))
         return tuple(keys)
 
     @cython.cfunc
@@ -1547,6 +1546,15 @@ def partition_keys(variables: list[str], placement: list[GpmPattern], event: Eve
 
 
 _EMPTY: dict = {}       # the empty mapping, never modified
+
+
+@cython.cfunc
+@cython.locals(mapping=dict)
+def _mapping_key(mapping: dict, variables: tuple):
+    """A run's values of ``variables``, as the evaluator's ``solution_keys`` lists them
+    (μ holds the evaluator's own terms); None: one is unbound."""
+    key = tuple([mapping.get(v) for v in variables])
+    return None if None in key else key
 
 
 @cython.ccall
