@@ -327,11 +327,11 @@ class _TrigReader(EventReader):
         piece = self.parser.piece(text)
         while piece.error_line is not None:
             # The lines before the failing one (and, when it is the last one, up to
-            # the last line that can end a statement) may be whole statements.
+            # where a statement may end before it) may be whole statements.
             if piece.error_line < piece.lines:
                 cut = _line_end(text, piece.error_line - 1)
             else:
-                cut = _statement_end(text, 0, len(text) - 1)
+                cut = _end_before_last_line(text)
             if not 0 < cut < len(text):
                 break
             text = text[:cut]
@@ -546,6 +546,17 @@ def _statement_end(text: bytes | bytearray, start: int, stop: int) -> int:
         if at >= 0 and at + len(end) > best:
             best = at + len(end)
     return best
+
+
+def _end_before_last_line(text: bytes) -> int:
+    """Where to cut a piece again whose parse failed at its last line: before the line
+    of a graph block the piece leaves open (the '{' after the last '}'), else at the
+    last line before that may end a statement.  Cutting an open block a statement at
+    a time would parse the piece once per statement of the block."""
+    opened = text.rfind(b"{")
+    if opened > text.rfind(b"}"):
+        return text.rfind(b"\n", 0, opened) + 1
+    return _statement_end(text, 0, len(text) - 1)
 
 
 def _line_end(text: bytes, count: int) -> int:

@@ -323,3 +323,30 @@ def test_fast_reading_is_used():
             items = list(read_stream_file(path, S))
     assert [item.time for item in items] == list(range(1, 200))
     assert [item.position for item in items] == [f"{path}:{2 * i}" for i in range(1, 200)]
+
+
+def test_a_graph_larger_than_a_piece_is_not_parsed_once_per_statement():
+    """A graph block longer than a fast piece (256 KiB) leaves each piece with an open
+    block.  Its pieces were cut again a statement at a time and parsed again each
+    time: 16,000 statements took over two minutes.  Now a piece is cut before the
+    open block, which the careful reading takes, in a few parses."""
+    body = "".join(f"<http://example/a{i}> <http://example/p> {i} .\n" for i in range(16_000))
+    text = (f'<http://example/g1> {PROV} "1"^^<{XSD}integer> .\n<http://example/g1> {{\n{body}}}\n'
+            f'<http://example/g2> {PROV} "2"^^<{XSD}integer> .\n'
+            f"<http://example/g2> {{ <http://example/b> <http://example/p> 0 . }}\n").encode()
+    assert len(text) > 2 * reader.FAST_BYTES
+    calls = []
+    piece = reader._TrigParser.piece
+
+    def counted(self, text):
+        calls.append(len(text))
+        return piece(self, text)
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "s.trig")
+        with open(path, "wb") as f:
+            f.write(text)
+        with mock.patch.object(reader._TrigParser, "piece", counted):
+            items = list(read_stream_file(path, S))
+    assert [(item.time, len(item.triples)) for item in items] == [(1, 16_000), (2, 1)]
+    assert len(calls) < 20, len(calls)
