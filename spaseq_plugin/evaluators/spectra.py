@@ -692,17 +692,41 @@ def _steps(plan: Plan, views: list[list]) -> tuple[list, list, bool]:
     return found
 
 
+_SCANNED_ROWS = 8      # a join step looks a bound term up among more rows than this, by hash
+
+
 @cython.cfunc
 def _join(order: list, views: list[list]) -> list[Solution]:
-    """The event pattern's solutions: the join steps as nested loops over the views."""
+    """The event pattern's solutions: the join steps as nested loops over the views
+    (a large view is looked up by its bound subject or object instead: an event
+    of thousands of subjects must not cost their square)."""
     solutions: list[Solution] = []
-    _extend_join(order, views, 0, len(order) - 1, {}, solutions)
+    _extend_join(order, views, 0, len(order) - 1, {}, solutions, {})
     return solutions
 
 
 @cython.cfunc
-@cython.locals(depth=cython.Py_ssize_t, last=cython.Py_ssize_t, row=dict, solutions=list)
-def _extend_join(order: list, views: list, depth: int, last: int, row: dict, solutions: list) -> None:
+@cython.locals(lookups=dict, rows=list, by=dict)
+def _rows_with(lookups: dict, rows: list, index: int, position: int, term) -> list:
+    """The rows of view ``index`` whose subject (``position`` 0) or object (1) is
+    ``term``, by a hash of the view made once per join."""
+    by = lookups.get((index, position))
+    if by is None:
+        by = lookups[(index, position)] = {}
+        for row in rows:
+            found = by.get(row[position])
+            if found is None:
+                by[row[position]] = [row]
+            else:
+                found.append(row)
+    return by.get(term, _NONE)
+
+
+@cython.cfunc
+@cython.locals(depth=cython.Py_ssize_t, last=cython.Py_ssize_t, row=dict, solutions=list, rows=list,
+               lookups=dict)
+def _extend_join(order: list, views: list, depth: int, last: int, row: dict, solutions: list,
+                 lookups: dict) -> None:
     """Step ``depth`` of ``_join`` under the bindings in ``row`` (a C function when
     compiled: the recursion costs no Python frame)."""
     s_var, s, o_var, o, same, index, ready = order[depth]
@@ -710,7 +734,13 @@ def _extend_join(order: list, views: list, depth: int, last: int, row: dict, sol
     o_val = row.get(o) if o_var else o
     bind_s = s_val is None          # (a constant is never None)
     bind_o = o_val is None and not (same and bind_s)
-    for subject, obj in views[index]:
+    rows = views[index]
+    if len(rows) > _SCANNED_ROWS:
+        if not bind_s:
+            rows = _rows_with(lookups, rows, index, 0, s_val)
+        elif o_val is not None:
+            rows = _rows_with(lookups, rows, index, 1, o_val)
+    for subject, obj in rows:
         if not bind_s and subject != s_val:
             continue
         if o_val is not None and obj != o_val:
@@ -725,7 +755,7 @@ def _extend_join(order: list, views: list, depth: int, last: int, row: dict, sol
             if depth == last:
                 solutions.append(dict(row))
             else:
-                _extend_join(order, views, depth + 1, last, row, solutions)
+                _extend_join(order, views, depth + 1, last, row, solutions, lookups)
         if bind_s:
             del row[s]
         if bind_o:
