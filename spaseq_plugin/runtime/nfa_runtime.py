@@ -167,6 +167,7 @@ POLICIES = (FAIL, DROP_NEWEST, DROP_OLDEST)
 DEFAULT_MAX_RUNS = 1_000_000
 DEFAULT_MAX_STATE_BYTES = 512 << 20
 COMPACT_SLACK = 32      # dead runs a partition's indexes may hold beyond its live ones
+DISCARD_AMONG = 16      # a spent run leaves the age index at once if its first τ has no more runs (_Ages.discard)
 
 
 @dataclass(frozen=True, slots=True)
@@ -351,9 +352,12 @@ class _Ages:
     @cython.ccall
     @cython.locals(runs=list)
     def discard(self, run: Run) -> None:
-        """Forget ``run`` (dead), found among the runs of its first τ."""
+        """Forget ``run`` (dead), found among the runs of its first τ, unless they are
+        more than DISCARD_AMONG: then it stays until expiry, :meth:`oldest` or
+        :meth:`compact` meets it (finding and deleting it would cost a pass over
+        them per run, quadratic when many runs start together)."""
         runs = self.runs.get(run.first)
-        if runs is not None:
+        if runs is not None and len(runs) <= DISCARD_AMONG:
             for i in range(len(runs)):
                 if runs[i] is run:
                     del runs[i]
