@@ -24,8 +24,9 @@ section 2: the GPM under the run's bindings) without a SPARQL query:
 
 3. **Join the views** in a greedy connected order, smallest view first,
    binding variables as it goes (a cyclic pattern's closing edge is an
-   equality check on already bound variables), applying pushed-down
-   filters at once.  The result, the GPM's *standalone* solutions on the
+   equality check on already bound variables; a view of many rows is looked
+   up by its bound subject or object, hashed once per join), applying
+   pushed-down filters at once.  The result, the GPM's *standalone* solutions on the
    event, is computed once per (GPM, event) and joined with the KB.
 
 4. **Per run**, the standalone solutions are looked up by the run's values
