@@ -24,7 +24,7 @@ import functools
 import math
 import operator
 import re
-from decimal import ROUND_DOWN, ROUND_FLOOR, Context, Decimal, InvalidOperation, localcontext
+from decimal import ROUND_DOWN, ROUND_FLOOR, Context, Decimal, InvalidOperation
 
 import pyoxigraph as ox
 try:
@@ -435,9 +435,7 @@ def arithmetic(op: str, a: tuple, b: tuple) -> tuple:
     if y == 0:
         raise SparqlError("division by zero")
     # Oxigraph's xsd:decimal keeps 18 fractional digits and truncates
-    with localcontext() as ctx:
-        ctx.prec = 80
-        quotient = (Decimal(x) / Decimal(y)).quantize(_EIGHTEEN, rounding=ROUND_DOWN)
+    quotient = _EXACT.divide(Decimal(x), Decimal(y)).quantize(_EIGHTEEN, rounding=ROUND_DOWN, context=_EXACT)
     return checked_number(DECIMAL, quotient)
 
 
