@@ -26,8 +26,10 @@ from __future__ import annotations
 import os
 import re
 import tempfile
+import tracemalloc
 from unittest import mock
 
+import pyoxigraph as ox
 from hypothesis import example, given, note
 from hypothesis import strategies as st
 
@@ -350,3 +352,25 @@ def test_a_graph_larger_than_a_piece_is_not_parsed_once_per_statement():
             items = list(read_stream_file(path, S))
     assert [(item.time, len(item.triples)) for item in items] == [(1, 16_000), (2, 1)]
     assert len(calls) < 20, len(calls)
+
+
+def test_a_large_statement_is_read_without_holding_its_quads_and_triples_together():
+    """The careful reading parses a statement into quads, then makes each quad's triple.
+    Holding both, a graph block of a million triples took 1.2 GB for 20 MB of TriG; each
+    quad is now dropped as its triple is made.  Python's own allocations (tracemalloc)
+    peak under twice what the event keeps (2.45 times when both were held)."""
+    n = 50_000
+    body = "".join(f" <http://example/p> {i} ;\n" for i in range(1, n))
+    text = (f'<http://example/g> {PROV} "1"^^<{XSD}integer> .\n'
+            f"<http://example/g> {{ <http://example/s> <http://example/p> 0 ;\n{body} <http://example/p> -1 . }}\n"
+            ).encode()
+    tracemalloc.start()
+    try:
+        trig = reader.event_reader("t", S, ox.RdfFormat.TRIG)
+        events = trig.feed(text) + trig.finish()
+        kept, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    [event] = events
+    assert len(event.triples) == n + 1
+    assert peak < 2 * kept, (peak / n, kept / n)
