@@ -76,12 +76,14 @@ _SETTINGS: dict[str, Time | None] = {"max_time_jump": DEFAULT_MAX_TIME_JUMP}
 @hookimpl
 def spaseq_configure(config):
     """``max_time_jump`` (``--max-time-jump``: seconds, or infinity for no
-    bound; absent or None: a year) and ``max_statement`` (``--max-statement``:
-    bytes; absent or None: 32 MiB) for every stream of the run."""
+    bound; absent or None: a year), ``max_statement`` (``--max-statement``:
+    bytes; absent or None: 32 MiB) and ``max_event_triples``
+    (``--max-event-triples``; absent or None: a million) for every stream of the run."""
     jump = config.get("max_time_jump")
     _SETTINGS["max_time_jump"] = DEFAULT_MAX_TIME_JUMP if jump is None else (
         None if jump == float("inf") else jump)
     reader.MAX_STATEMENT_BYTES = config.get("max_statement") or reader.DEFAULT_MAX_STATEMENT_BYTES
+    reader.MAX_EVENT_TRIPLES = config.get("max_event_triples") or reader.DEFAULT_MAX_EVENT_TRIPLES
 
 
 def order_check() -> OrderCheck:

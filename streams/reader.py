@@ -43,6 +43,10 @@ of what it rejects, and every event before and after it is read.
 * A statement longer than ``MAX_STATEMENT_BYTES`` is rejected without being
   kept in memory (``too-large``); so is one holding a term (an IRI, a
   literal) over 16 MiB, which pyoxigraph cannot parse.
+* An event, or a TriG statement, of more than ``MAX_EVENT_TRIPLES`` triples
+  (``too-large``): the fast reading leaves such a piece to the careful one,
+  which parses a statement only one quad past the limit and drops the rest
+  of an event's graph once the event passes it.
 * A graph without a timestamp, a timestamp that is not a valid number or
   ``xsd:dateTime`` in the representable range (``events.parse_timestamp``),
   two different timestamps for one graph, a block of a graph already read.
@@ -112,7 +116,7 @@ import gc
 import re
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
-from itertools import accumulate, groupby, repeat
+from itertools import accumulate, groupby, islice, repeat
 from operator import attrgetter, lt as _lt, sub as _sub
 
 import pyoxigraph as ox
@@ -125,6 +129,7 @@ __all__ = [
     "DONE_MEMORY",
     "EventReader",
     "event_reader",
+    "MAX_EVENT_TRIPLES",
     "MAX_STATEMENT_BYTES",
     "NEAR_GRAPHS",
     "OrderCheck",
@@ -147,6 +152,13 @@ DONE_MEMORY = 10_000
 #: rejected as it streams by, without being kept in memory (``--max-statement``).
 DEFAULT_MAX_STATEMENT_BYTES = 32 << 20
 MAX_STATEMENT_BYTES = DEFAULT_MAX_STATEMENT_BYTES
+
+#: The most triples one event (or one TriG statement) may have: a larger one is
+#: rejected as soon as it is seen to be (``--max-event-triples``).  Within the
+#: statement limit alone, a short triple takes 8 bytes of text and 0.4-0.8 KB
+#: while read: 32 MiB of them took the process past 2 GB.
+DEFAULT_MAX_EVENT_TRIPLES = 1_000_000
+MAX_EVENT_TRIPLES = DEFAULT_MAX_EVENT_TRIPLES
 
 #: How much of a rejected statement's text a rejection carries (for the
 #: dead-letter file); its full length is given with it.
@@ -336,7 +348,7 @@ class _TrigReader(EventReader):
                 break
             text = text[:cut]
             piece = self.parser.piece(text)
-        if piece.error_line is not None or \
+        if piece.error_line is not None or piece.quads > MAX_EVENT_TRIPLES or \
                 not self._regular(piece.runs, piece.stamps, _block_lines(text, piece.runs, splitter.line_no)):
             self.size = FAST_BYTES_AFTER_ERROR
             splitter.careful_to = pos + len(text)
@@ -432,7 +444,7 @@ class _NQuadsReader(EventReader):
                 else:
                     significant = [number for number, _ in _significant_lines(text, first)]
                     numbers = [significant[run[2]] for run in runs] if len(significant) == quads else None
-                if self._regular(runs, stamps, numbers):
+                if quads <= MAX_EVENT_TRIPLES and self._regular(runs, stamps, numbers):
                     self.size = min(2 * self.size, FAST_BYTES)
                     return
             self.size = FAST_BYTES_AFTER_ERROR
@@ -709,8 +721,13 @@ class _Assembler:
                         self._timestamp(quad.subject, quad.object, line)
                     continue
                 self._enter(graph, line)
-            if self.pending is not None:
-                self.pending.triples.append(quad.triple)
+            pending = self.pending
+            if pending is not None:
+                pending.triples.append(quad.triple)
+                if len(pending.triples) > MAX_EVENT_TRIPLES:
+                    self._error(f"graph {pending.name} has more than {MAX_EVENT_TRIPLES:,} triples "
+                                "(--max-event-triples)", line, "too-large", pending.name)
+                    self._reject(pending.name)
 
     def take_chunk(self, runs: list, stamps: list, lines: list[int] | None) -> bool:
         """Take a parsed piece of the fast reading if it is regular: if the
@@ -730,6 +747,8 @@ class _Assembler:
             # The piece goes on with the graph being read (N-Quads lines of one
             # graph, or a second block right after the first): more of its triples.
             more, runs, lines = runs[0][1], runs[1:], lines[1:]
+            if len(carried.triples) + len(more) > MAX_EVENT_TRIPLES:
+                return False            # (the careful reading rejects it)
             stamps = [(name, term, before - 1 if before else 0) for name, term, before in stamps]
         paired = self._take_paired(runs, stamps, lines, carried, more)
         if paired is not None:
@@ -1473,6 +1492,7 @@ class _Piece:
     lines: int
     runs: list = dataclasses.field(default_factory=list)
     stamps: list = dataclasses.field(default_factory=list)
+    quads: int = 0
     error_line: int | None = None
     prefixes: dict | None = None
     base: str | None = None
@@ -1505,12 +1525,16 @@ class _TrigParser:
                 **_text_of(text)))
         try:
             parser = ox.parse(input=self.header + text, format=ox.RdfFormat.TRIG, base_iri=self.base)
-            quads = list(parser)
+            quads = list(islice(parser, MAX_EVENT_TRIPLES + 1))
         except SyntaxError as error:
             return self._reject(statement, _syntax_error(
                 error, self.where, statement.line, statement.column0, self.header_lines, text))
         except MemoryError:
             return self._reject(statement, _too_large_term(self.where, statement.line, text))
+        if len(quads) > MAX_EVENT_TRIPLES:
+            return self._reject(statement, EventError(
+                f"statement of more than {MAX_EVENT_TRIPLES:,} triples (--max-event-triples)",
+                f"{self.where}:{statement.line}", reason="too-large", **_text_of(text)))
         if parser.prefixes != self.prefixes or parser.base_iri != self.base:
             self._remember(parser.prefixes, parser.base_iri)       # (a directive, maybe after a '.')
         line = statement.line
@@ -1526,12 +1550,12 @@ class _TrigParser:
         lines = text.count(b"\n")
         try:
             parser = ox.parse(input=self.header + text, format=ox.RdfFormat.TRIG, base_iri=self.base)
-            runs, stamps, _ = _group(parser)
+            runs, stamps, quads = _group(parser)
         except SyntaxError as error:
             return _Piece(lines, error_line=max(1, (error.lineno or 1) - self.header_lines))
         except MemoryError:
             return _Piece(lines, error_line=lines)
-        return _Piece(lines, runs, stamps, prefixes=parser.prefixes, base=parser.base_iri)
+        return _Piece(lines, runs, stamps, quads, prefixes=parser.prefixes, base=parser.base_iri)
 
     def adopt(self, piece: _Piece) -> None:
         """The prefixes and base at the end of a piece that was read."""

@@ -18,9 +18,10 @@ import zlib
 import pyoxigraph as ox
 import pytest
 
-from spaseq_plugin import Engine
+from spaseq_plugin import Engine, Event
 from spaseq_plugin.errors import EventError
 from spaseq_plugin.runtime.engine import REJECTION_SAMPLE
+from spaseq_plugin.streams import reader
 from spaseq_plugin.streams.network import read_text
 
 SPASEQ = [sys.executable, "-m", "spaseq_plugin"]
@@ -147,6 +148,49 @@ def test_a_huge_nquads_line_is_skipped_as_it_comes(tmp_path):
     assert values(results) == ["v1", "v2", "v4", "v5"]
     assert [(letter["reason"], letter["position"].rsplit(":", 1)[1]) for letter in letters] == [
         ("too-large", "6")]
+
+
+@pytest.mark.parametrize("fmt", ["trig", "nq"])
+def test_an_event_of_more_triples_than_the_limit_is_rejected(tmp_path, fmt):
+    many = "".join(f"<{EX}y{j}> <{EX}v> \"w{j}\" .\n" for j in range(300))
+    if fmt == "trig":
+        middle = f"<{EX}e2> {PROV} \"2\"^^{INTEGER} .\n<{EX}e2> {{\n{many}}}\n"
+    else:
+        middle = f"<{EX}e2> {PROV} \"2\"^^{INTEGER} .\n" + many.replace(" .\n", f" <{EX}e2> .\n")
+    text = (EVENT[fmt](1) + middle + EVENT[fmt](3)).encode()
+    results, rejected, letters, process = run(tmp_path, f"s.{fmt}", text, "--max-event-triples", "200")
+    assert process.returncode == 0, process.stderr
+    assert values(results) == ["v1", "v3"]
+    assert [letter["reason"] for letter in letters] == ["too-large"]
+    assert "more than 200 triples" in letters[0]["error"] and letters[0]["graph"] == f"<{EX}e2>"
+    results, rejected, letters, process = run(tmp_path, f"s.{fmt}", text)
+    assert len(results) == 302 and not letters
+    process = spaseq("run", str(tmp_path / "q.rq"), "--stream", f"S={tmp_path / f's.{fmt}'}",
+                     "--max-event-triples", "0")
+    assert process.returncode == 2 and "--max-event-triples" in process.stderr
+
+
+def test_an_event_growing_across_fast_pieces_is_rejected_at_the_limit(monkeypatch):
+    # N-Quads lines of one graph, many pieces long: each piece is under the limit, the
+    # event is not; the events around it are read.
+    monkeypatch.setattr(reader, "MAX_EVENT_TRIPLES", 20_000)
+    lines = "".join(f"<{EX}y{j}> <{EX}v> \"{j}\" <{EX}e2> .\n" for j in range(30_000))
+    text = (nquads_event(1) + f"<{EX}e2> {PROV} \"2\"^^{INTEGER} .\n" + lines + nquads_event(3)).encode()
+    assert len(text) > 4 * reader.FAST_BYTES
+    items = read_text(text, "t", S, ox.RdfFormat.N_QUADS)
+    assert [(type(item).__name__, item.time if isinstance(item, Event) else item.reason) for item in items] == [
+        ("Event", 1), ("EventError", "too-large"), ("Event", 3)]
+
+
+def test_a_32_mib_statement_of_short_triples_stays_within_2_gb(tmp_path):
+    # 4 million triples of 8 bytes each, within the statement limit: reading them all
+    # took the process past 2 GB of address space (Rust's allocator then aborts it).
+    block = f"<{EX}e2> {{ <{EX}x> <{EX}v> 0 ;\n" + "<urn:v> 1;\n" * (30 * MiB // 11) + f"<{EX}v> 2 . }}\n"
+    text = trig_event(1) + f"<{EX}e2> {PROV} \"2\"^^{INTEGER} .\n" + block + trig_event(3)
+    results, rejected, letters, process = run(tmp_path, "s.trig", text.encode(), memory=2000 * MiB)
+    assert process.returncode == 0, process.stderr[-2000:]
+    assert values(results) == ["v1", "v3"]
+    assert [letter["reason"] for letter in letters] == ["too-large"]
 
 
 # -- truncated gzip --------------------------------------------------------------------

@@ -260,6 +260,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--max-statement", metavar="SIZE", type=_size, default=None,
                      help="reject a TriG statement or N-Quads line longer than this, skipping it as it "
                           "streams by (e.g. 64MiB; default 32MiB)")
+    run.add_argument("--max-event-triples", metavar="N", type=_whole_number("triples"), default=None,
+                     help="reject an event (or TriG statement) of more than N triples as soon as it is seen "
+                          "to be, dropping the rest of its graph (default 1000000: about 0.5 GB while read)")
     run.add_argument("--max-time-jump", metavar="DURATION", type=_time_jump, default=None,
                      help="reject an event more than this after the previous event of its stream, so that one "
                           "bad clock does not make the rest of the stream out of order (e.g. 1d, 12h; "
@@ -275,7 +278,7 @@ def _parser() -> argparse.ArgumentParser:
                           "(e.g. 5, 500ms, 2min); later ones are rejected")
     run.add_argument("--max-events", type=int, metavar="N",
                      help="live sources (stdin, tcp, mqtt) end after N events")
-    run.add_argument("--idle-flush", type=_milliseconds, default=200, metavar="MS",
+    run.add_argument("--idle-flush", type=_whole_number("milliseconds"), default=200, metavar="MS",
                      help="live input (and --rate replays): when nothing has come for this long, close the "
                           "pending timestamp and write its results (default 200; a timestamp is also "
                           "complete as soon as every stream has delivered it or a later one)")
@@ -361,14 +364,17 @@ def _limits(args) -> QueryLimits:
         raise UsageError(f"--{name.replace('_', '-')}: {problem}") from None
 
 
-def _milliseconds(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of milliseconds") from None
-    if value < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
-    return value
+def _whole_number(unit: str):
+    """An argument type: a whole number of ``unit``, at least 1."""
+    def parse(text: str) -> int:
+        try:
+            value = int(text)
+        except ValueError:
+            raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of {unit}") from None
+        if value < 1:
+            raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
+        return value
+    return parse
 
 
 _SIZE = re.compile(r"\s*([0-9]+)\s*(|B|KiB|K|MiB|M|GiB|G)\s*", re.I)
@@ -841,7 +847,8 @@ def _spark_input(args, compiled: CompiledQuery):
     if live:
         raise UsageError(f"{', '.join(live)}: for live input; --engine spark reads archived stream files")
     for flag, value, default in (("--max-time-jump", args.max_time_jump, "a year"),
-                                 ("--max-statement", args.max_statement, "32 MiB")):
+                                 ("--max-statement", args.max_statement, "32 MiB"),
+                                 ("--max-event-triples", args.max_event_triples, "1,000,000")):
         if value is not None:
             raise UsageError(f"{flag}: for --engine stream (--engine spark keeps the default, {default})")
     if args.spark_pieces is not None and args.spark_pieces < 1:
