@@ -527,6 +527,7 @@ class Runtime:
     _batch_matches = cython.declare(list, visibility="public")
     _batching = cython.declare(cython.bint, visibility="public")
     _memo = cython.declare(dict, visibility="public")
+    _starts = cython.declare(object, visibility="public")
     _deadlines = cython.declare(list, visibility="public")
     _stale_deadlines = cython.declare(object, visibility="public")
     _batch_streams = cython.declare(object, visibility="public")
@@ -574,6 +575,8 @@ class Runtime:
         self._batch_matches: list[Match] = []      # matches of the batch being processed
         self._batching = False
         self._memo: dict[tuple[GpmPattern, Event, frozenset], list[Solution]] = {}
+        # A batch's start matches by partition key, when it has several keys (see _start)
+        self._starts: dict[tuple[_Step, tuple], dict[tuple, list]] | None = None
         self._deadlines: list[tuple[Time, int, _Partition]] = []   # partitions by oldest first τ
         self._stale_deadlines = 0                   # entries of dropped partitions in it
         self._batch_streams: set[str] = set()
@@ -638,6 +641,7 @@ class Runtime:
                     groups.setdefault(key, []).append(event)
         else:
             groups = {(): events}
+        self._starts = {} if len(groups) > 1 else None
         for key, group in groups.items():
             part = self.partitions.get(key)
             if part is None:
@@ -953,8 +957,31 @@ class Runtime:
         strategy: a run starts at any event)."""
         for step in self._steps[self.nfa.initial]:
             if self._reads_batch(step):
-                for solution, used in self._match(step, _EMPTY, events, True):
+                if self._starts is None:
+                    matches = self._match(step, _EMPTY, events, True)
+                else:
+                    matches = self._starts_by_key(step, events).get(part.key, ())
+                for solution, used in matches:
                     self._extend(part, self._root, step, dict(solution), used, time, created, True)
+
+    @cython.cfunc
+    def _starts_by_key(self, step: _Step, events: list[Event]) -> dict:
+        """``step``'s start matches on ``events``, by their PARTITION BY key, found once
+        per batch: an event of many keys (300,000 companies in one graph) goes to as
+        many partitions, and each taking every match to keep its own was quadratic
+        (``_extend`` drops a start of another key)."""
+        found = self._starts.get((step, tuple(events)))
+        if found is None:
+            found = self._starts[(step, tuple(events))] = {}
+            variables = self._partition_by
+            for match in self._match(step, _EMPTY, events, True):
+                key = tuple([match[0].get(v) for v in variables])
+                matches = found.get(key)
+                if matches is None:
+                    found[key] = [match]
+                else:
+                    matches.append(match)
+        return found
 
     @cython.cfunc
     @cython.locals(part=_Partition, run=Run, step=_Step)
