@@ -315,6 +315,26 @@ def test_fail_stops_with_the_state_and_the_count():
     assert "x1 [A]" in message and "time 3" in message, message
 
 
+@pytest.mark.parametrize("policy", ["fail", "drop-newest", "drop-oldest"])
+def test_a_conjunction_makes_no_more_combinations_than_the_run_cap(policy):
+    """(B & C) on an event of 20 solutions each: 400 combinations, over a cap of 100.
+    They were all made before any run was counted (3,000 solutions each took 9
+    million, past 2.8 GB)."""
+    query = (f"{PREFIX}SELECT * WITHIN 10 SECONDS\n{ONE_STREAM}WHERE {{ SEQ (A ; (B & C))\n"
+             'DEFINE GPM A ON S { ?a :kind "a" }\nDEFINE GPM B ON S { ?b :kind "b" }\n'
+             'DEFINE GPM C ON S { ?c :kind "b" } }')
+    engine = Engine(query, state_limits=StateLimits(max_runs=100, policy=policy))
+    events = [event("s", 1, ':a :kind "a" .'), event("s", 2, " ".join(f':x{i} :kind "b" .' for i in range(20)))]
+    if policy == "fail":
+        with pytest.raises(LimitError) as caught:
+            list(engine.run(events))
+        assert "the conjunction (B & C) has more than 100 combinations (--max-runs)" in str(caught.value)
+        assert "at time 2" in str(caught.value)
+        return
+    results = list(engine.run(events))
+    assert len(results) == 100 and engine.stats.dropped_runs == 300
+
+
 def test_the_partition_cap_leaves_other_keys_alone():
     limits = StateLimits(max_partition_runs=2, policy="drop-oldest")
     engine = Engine(keyed("A ; B", "WITHIN 100 SECONDS"), state_limits=limits)

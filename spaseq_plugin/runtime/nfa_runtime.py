@@ -1051,7 +1051,7 @@ class Runtime:
             created.append(new)
 
     @cython.cfunc
-    @cython.locals(step=_Step)
+    @cython.locals(step=_Step, most=cython.Py_ssize_t, past=cython.Py_ssize_t)
     def _match(self, step: _Step, mu: dict, events: list[Event], standalone: bool, holds=None):
         """The ways ``step``'s atom matches the batch under ``mu``: (solution, events used).
         The callers have checked that the atom reads a stream of the batch.  ``holds``:
@@ -1065,9 +1065,14 @@ class Runtime:
             # only the bindings its FILTERs read from the operands before it (semantics.md
             # open point 2), so that the result does not depend on which independent
             # operand the compiler put first (an OPTIONAL sees injected bindings).
+            # The combinations are bounded by --max-runs: each would be a run or a
+            # match, and a product of operands (3,000 solutions each on one event:
+            # 9 million) would otherwise fill the memory before any run is counted.
             partial = [({}, ())]
+            most = self._max_runs
             for gpm, reads in zip(step.gpms, step.reads):
                 grown = []
+                past = 0
                 for solution, used in partial:
                     injected = {v: t for v, t in solution.items() if v in reads}
                     merged = {**mu, **injected} if injected else mu
@@ -1077,9 +1082,14 @@ class Runtime:
                         for s in self._evaluate(gpm, event, merged, standalone and not injected):
                             if _conflict(solution, s):
                                 continue
+                            if len(grown) >= most:
+                                past += 1
+                                continue
                             combined = dict(solution)
                             combined.update(s)
                             grown.append((combined, used if event in used else used + (event,)))
+                if past:
+                    self._too_many_combinations(step, events, past)
                 partial = grown
                 if not partial:
                     return []
@@ -1454,6 +1464,17 @@ class Runtime:
         while heap and heap[0][2].killed:
             heappop(heap)
         return heap[0][2] if heap else None
+
+    def _too_many_combinations(self, step: _Step, events: list[Event], past: int) -> None:
+        """A conjunction's combinations on a batch went past --max-runs: fail, or
+        (drop policies) go on with the first ones, the others counted as dropped."""
+        if self.limits.policy == FAIL:
+            edge = step.edge
+            raise StateLimitError(
+                f"the conjunction {edge.atom.label()} has more than {self._max_runs:,} combinations "
+                f"(--max-runs) on the events at time {format_time(events[0].time, events[0].is_datetime)}; "
+                "--on-limit drop-oldest or drop-newest goes on with the first ones")
+        self.dropped_runs += past
 
     def _limit_message(self, part: _Partition, run: Run, scope: _Partition | None, size: int) -> str:
         state = run.state
