@@ -37,8 +37,8 @@ log = logging.getLogger(__name__)
 # with other values is refused.  (Not --rate, --idle-flush, --progress, -v, --quiet,
 # --checkpoint-every: they change how the run goes, not what it finds.)
 _RESULT_ARGUMENTS = ("stream", "manifest", "kb", "kb_materialized", "events", "output", "dead_letter",
-                     "sink", "start", "lateness", "max_statement", "max_event_triples", "max_time_jump", "max_nesting",
-                     "allow_service", "service_timeout", "max_runs", "max_partition_runs",
+                     "sink", "start", "lateness", "max_statement", "max_event_triples", "max_time_jump",
+                     "max_nesting", "allow_service", "service_timeout", "max_runs", "max_partition_runs",
                      "max_state_memory", "on_limit", "engine")
 
 
