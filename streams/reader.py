@@ -236,9 +236,11 @@ class EventReader:
             out = self.order.filter(out)
         return out
 
-    def _regular(self, runs: list, stamps: list, lines: list[int] | None) -> bool:
-        """Take a parsed piece if it is regular (see the module docstring)."""
-        if lines is None:
+    def _regular(self, runs: list, stamps: list, lines: list[int] | None, quads: int) -> bool:
+        """Take a parsed piece of ``quads`` quads if it is regular (see the module
+        docstring); one of more quads than an event may have is left to the careful
+        reading, which rejects the event."""
+        if lines is None or quads > MAX_EVENT_TRIPLES:
             return False
         return self.assembler.take_chunk(runs, stamps, lines)
 
@@ -348,8 +350,8 @@ class _TrigReader(EventReader):
                 break
             text = text[:cut]
             piece = self.parser.piece(text)
-        if piece.error_line is not None or piece.quads > MAX_EVENT_TRIPLES or \
-                not self._regular(piece.runs, piece.stamps, _block_lines(text, piece.runs, splitter.line_no)):
+        if piece.error_line is not None or not self._regular(
+                piece.runs, piece.stamps, _block_lines(text, piece.runs, splitter.line_no), piece.quads):
             self.size = FAST_BYTES_AFTER_ERROR
             splitter.careful_to = pos + len(text)
             return False
@@ -444,7 +446,7 @@ class _NQuadsReader(EventReader):
                 else:
                     significant = [number for number, _ in _significant_lines(text, first)]
                     numbers = [significant[run[2]] for run in runs] if len(significant) == quads else None
-                if quads <= MAX_EVENT_TRIPLES and self._regular(runs, stamps, numbers):
+                if self._regular(runs, stamps, numbers, quads):
                     self.size = min(2 * self.size, FAST_BYTES)
                     return
             self.size = FAST_BYTES_AFTER_ERROR

@@ -975,7 +975,7 @@ class Runtime:
             found = self._starts[(step, tuple(events))] = {}
             variables = self._partition_by
             for match in self._match(step, _EMPTY, events, True):
-                key = tuple([match[0].get(v) for v in variables])
+                key = _key_of(match[0], variables)
                 matches = found.get(key)
                 if matches is None:
                     found[key] = [match]
@@ -1036,7 +1036,7 @@ class Runtime:
         partition = part.key
         if self._partition_by and (is_root or step.loop):
             # a Kleene iteration binds its own values too (the key may be local to it)
-            if tuple([mu.get(v) for v in self._partition_by]) != part.key:
+            if _key_of(mu, self._partition_by) != part.key:
                 return      # this solution belongs to another partition's run
         events = run.events + used
         if step.accepting and not step.final_guards:
@@ -1591,7 +1591,7 @@ def partition_keys(variables: list[str], placement: list[GpmPattern], event: Eve
         if event.stream not in gpm.streams:
             continue
         for solution in standalone(gpm, event):
-            key = tuple([solution.get(v) for v in variables])
+            key = _key_of(solution, variables)
             if None not in key:
                 keys.add(key)
     return keys
@@ -1602,10 +1602,17 @@ _EMPTY: dict = {}       # the empty mapping, never modified
 
 @cython.cfunc
 @cython.locals(mapping=dict)
+def _key_of(mapping: dict, variables) -> tuple:
+    """The values of ``variables`` in ``mapping`` (None where unbound): a PARTITION BY
+    key, or a probe's."""
+    return tuple([mapping.get(v) for v in variables])
+
+
+@cython.cfunc
 def _mapping_key(mapping: dict, variables: tuple):
     """A run's values of ``variables``, as the evaluator's ``solution_keys`` lists them
     (μ holds the evaluator's own terms); None: one is unbound."""
-    key = tuple([mapping.get(v) for v in variables])
+    key = _key_of(mapping, variables)
     return None if None in key else key
 
 
