@@ -12,7 +12,7 @@ import time
 import collections
 
 import pytest
-from hypothesis import given
+from hypothesis import example, given
 from hypothesis import strategies as st
 
 from spaseq_plugin import Engine, LimitError, StateLimits, compile_query
@@ -390,6 +390,11 @@ def test_exponential_patterns_are_warned_about():
        keyed_by=st.booleans(), cap=st.integers(1, 6), per_key=st.booleans(),
        policy=st.sampled_from(["drop-newest", "drop-oldest"]),
        stream=st.lists(st.tuples(st.sampled_from("abcn"), st.sampled_from("xy")), min_size=1, max_size=12))
+# Evicting at t7 filed the partition under its oldest live run (t4) while the batch
+# still had to register a run of t2 (a2 b3 b6 b7): it outlived its window and matched.
+@example(seq="A ; B+ ; C", keyed_by=False, cap=3, per_key=False, policy="drop-oldest",
+         stream=[("n", "y"), ("a", "x"), ("b", "x"), ("a", "x"), ("a", "y"), ("b", "x"), ("b", "x"), ("b", "x"),
+                 ("c", "y"), ("c", "x")])
 def test_dropping_keeps_a_subset_of_the_matches_and_the_cap(seq, keyed_by, cap, per_key, policy, stream):
     """Under a drop policy the results are some of those without limits; every run
     kept is within the cap; with nothing dropped, they are all there."""

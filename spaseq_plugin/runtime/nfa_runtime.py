@@ -1440,14 +1440,21 @@ class Runtime:
         of ``current``, which is filed only after its batch."""
         if scope is not None:
             return scope, scope.ages.oldest()
-        oldest = (current, None if current.filed else current.ages.oldest())
+        oldest = (current, None)
         heap = self._deadlines
         while heap:
             key, _, part = heap[0]
+            if part is current:
+                # Not filed again under its oldest live run: runs its batch has still to
+                # register may be older (an extension keeps its run's first τ), and an
+                # entry later than them would let them outlive the window.  _settle
+                # files it after the batch.
+                heappop(heap)
+                part.filed = False
+                continue
             run = None if part.dropped else part.ages.oldest()
             if run is not None and run.first == key:
-                if oldest[1] is None or run.first < oldest[1].first:
-                    oldest = (part, run)
+                oldest = (part, run)
                 break
             heappop(heap)
             part.filed = False
@@ -1456,6 +1463,10 @@ class Runtime:
             elif run is not None:
                 part.filed = True
                 heappush(heap, (run.first, next(self._seq), part))
+        if not current.filed:
+            own = current.ages.oldest()
+            if own is not None and (oldest[1] is None or own.first < oldest[1].first):
+                oldest = (current, own)
         return oldest
 
     @cython.cfunc
