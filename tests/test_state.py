@@ -335,6 +335,66 @@ def test_a_conjunction_makes_no_more_combinations_than_the_run_cap(policy):
     assert len(results) == 100 and engine.stats.dropped_runs == 300
 
 
+def product(b_filter: str = "") -> str:
+    """A then B, whose two patterns do not join: a product of B's events' triples."""
+    return (f"{PREFIX}SELECT * WITHIN 10 SECONDS\n{ONE_STREAM}WHERE {{ SEQ (A ; B)\n"
+            'DEFINE GPM A ON S { ?a :kind "a" }\n'
+            f'DEFINE GPM B ON S {{ ?b :kind "b" . ?c :kind "b" {b_filter} }} }}')
+
+
+def product_events(count: int) -> list:
+    return [event("s", 1, ':a :kind "a" .'),
+            event("s", 2, " ".join(f':x{i} :kind "b" .' for i in range(count)))]
+
+
+def evaluator_named(name: str):
+    from spaseq_plugin.evaluators.rdflib import RdflibEvaluator
+    return {"spectra": SpectraEvaluator, "oxigraph": OxigraphEvaluator, "rdflib": RdflibEvaluator}[name]()
+
+
+@pytest.mark.parametrize("name", ["spectra", "oxigraph", "rdflib"])
+@pytest.mark.parametrize("policy", ["fail", "drop-newest", "drop-oldest"])
+def test_a_product_inside_one_gpm_stops_at_the_run_cap(policy, name):
+    """B's two patterns do not join: 20 such triples make 400 solutions, over a cap
+    of 100.  The evaluator made them all before the runtime counted any (3,000
+    triples made 9 million, past 2.8 GB)."""
+    engine = Engine(product(), state_limits=StateLimits(max_runs=100, policy=policy),
+                    evaluator=evaluator_named(name))
+    if policy == "fail":
+        with pytest.raises(LimitError) as caught:
+            list(engine.run(product_events(20)))
+        assert "GPM B has more than 100 solutions (--max-runs) on the event" in str(caught.value)
+        assert "at time 2" in str(caught.value)
+        return
+    results = list(engine.run(product_events(20)))
+    assert len(results) == 100 and len({tuple(sorted(r.bindings.items())) for r in results}) == 100
+    assert engine.stats.dropped_runs >= 1
+
+
+@pytest.mark.parametrize("name", ["spectra", "oxigraph", "rdflib"])
+def test_the_solution_cap_counts_the_solutions_a_filter_keeps(name):
+    """400 combinations, of which the FILTER keeps 20: under a cap of 100, all 20."""
+    engine = Engine(product("FILTER(?b = ?c)"), state_limits=StateLimits(max_runs=100),
+                    evaluator=evaluator_named(name))
+    assert len(list(engine.run(product_events(20)))) == 20
+
+
+@pytest.mark.parametrize("name", ["spectra", "oxigraph", "rdflib"])
+def test_an_evaluator_under_a_solution_limit_stops_one_past_it(name):
+    """300 triples, a product of 90,000: the evaluator stops at the cap and says so,
+    with the solutions it kept (what the runtime goes on with under drop policies)."""
+    from spaseq_plugin.evaluators.protocol import TooManySolutions
+    compiled = compile_query(product())
+    gpm = compiled.gpms["B"]
+    evaluator = evaluator_named(name)
+    evaluator.limit_solutions(100)
+    with pytest.raises(TooManySolutions) as caught:
+        evaluator.evaluate(gpm, product_events(300)[1], [{}, {}])
+    assert [len(kept) for kept in caught.value.solutions] in ([100, 100], [101, 101])
+    evaluator.limit_solutions(None)
+    assert [len(found) for found in evaluator.evaluate(gpm, product_events(30)[1], [{}])] == [900]
+
+
 def test_the_partition_cap_leaves_other_keys_alone():
     limits = StateLimits(max_partition_runs=2, policy="drop-oldest")
     engine = Engine(keyed("A ; B", "WITHIN 100 SECONDS"), state_limits=limits)

@@ -342,8 +342,8 @@ def _add_limit_options(command: argparse.ArgumentParser) -> None:
                          help="with --allow-service: a GPM evaluation waiting longer than this on its "
                               f"SERVICE endpoints fails (default {DEFAULT_SERVICE_TIMEOUT:g})")
     command.add_argument("--max-runs", metavar="N", default=str(DEFAULT_MAX_RUNS),
-                         help=f"active runs (partial matches) of the query at most (default {DEFAULT_MAX_RUNS:,}; "
-                              "'none' lifts it)")
+                         help=f"active runs (partial matches) of the query at most, and solutions of one GPM on one "
+                              f"event (default {DEFAULT_MAX_RUNS:,}; 'none' lifts it)")
     command.add_argument("--max-partition-runs", metavar="N", default="none",
                          help="active runs of one PARTITION BY key at most (default: only --max-runs)")
     command.add_argument("--max-state-memory", metavar="SIZE", default=f"{DEFAULT_MAX_STATE_BYTES >> 20}M",

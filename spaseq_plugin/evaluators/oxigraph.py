@@ -31,7 +31,7 @@ from ..errors import LimitError, SpaseqError
 from ..events import Event
 from ..language.gpm import GpmPattern
 from ..kb import KnowledgeBase
-from .protocol import Solution, Term
+from .protocol import Solution, Term, gather, gather_shared
 
 EVENT_GRAPH = ox.NamedNode("urn:spaseq:event")
 SKOLEM_GRAPH = ox.NamedNode("urn:spaseq:event:skolem")
@@ -59,6 +59,7 @@ class OxigraphEvaluator:
         self._filled: set = set()
         self._kb_event: Event | None = None        # the event in the KB's store
         self._kb_filled: set = set()
+        self._most: int | None = None               # limit_solutions
 
     def _load(self, event: Event, skolemised: bool, with_kb: bool) -> tuple[ox.Store, ox.NamedNode]:
         """The store and graph to query the event in.
@@ -105,21 +106,23 @@ class OxigraphEvaluator:
             self._copied.add(graph)
             self._named_graphs.append(ox.NamedNode(graph))
 
+    def limit_solutions(self, most: int | None) -> None:
+        """At most ``most`` solutions per mapping (see the protocol)."""
+        self._most = most
+
     def evaluate(self, gpm: GpmPattern, event: Event,
                  mappings: Sequence[Mapping[str, Term]]) -> list[list[Solution]]:
         self._copy_graphs(gpm)
         columns = injected_columns(gpm, mappings)
-        results: list[list[Solution]] = [[] for _ in mappings]
         if not columns:
             # No injected bindings: one evaluation serves every mapping.
             store, graph = self._load(event, False, gpm.uses_kb)
-            solutions = [_solution(s, gpm) for s in self._run(store, injected_query(gpm, [], mappings), graph, gpm)]
-            return [list(solutions) for _ in mappings]
+            return gather_shared((_solution(s, gpm) for s in self._run(
+                store, injected_query(gpm, [], mappings), graph, gpm)), len(mappings), self._most)
         skolemised = any(isinstance(m.get(c), ox.BlankNode) for m in mappings for c in columns)
         store, graph = self._load(event, skolemised, gpm.uses_kb)
-        for solution in self._run(store, injected_query(gpm, columns, mappings), graph, gpm):
-            results[int(solution[ROW].value)].append(_solution(solution, gpm))
-        return results
+        return gather(((int(s[ROW].value), _solution(s, gpm)) for s in self._run(
+            store, injected_query(gpm, columns, mappings), graph, gpm)), len(mappings), self._most)
 
     def _run(self, store: ox.Store, text: str, graph: ox.NamedNode, gpm: GpmPattern):
         def run():

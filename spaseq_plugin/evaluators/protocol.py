@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Mapping, Protocol, Sequence
+from typing import Iterable, Mapping, Protocol, Sequence
 
 import pyoxigraph as ox
 
@@ -30,4 +30,53 @@ class GpmEvaluator(Protocol):
 
         A solution is a ``dict`` (``Solution``), not any mapping: the compiled
         runtime reads solutions as dicts (``partition_keys``, for one).
+
+        An evaluator may also offer ``limit_solutions(most)``, which the runtime
+        calls with its cap on runs (``--max-runs``; ``None``: none): each solution
+        may become a run, and a product inside one GPM (``?b :kind "b" . ?c :kind
+        "b"`` over 3,000 such triples: 9 million) would otherwise be made whole
+        before any limit sees it.  Such an evaluator makes no more than about
+        ``most`` solutions of a GPM on one event, and when it had to stop short it
+        raises :class:`TooManySolutions` with what it made: the answers it would
+        have returned, each cut short.
         """
+
+
+class TooManySolutions(Exception):
+    """A GPM's solutions on one event passed the evaluator's ``limit_solutions``.
+    ``solutions`` is what the call would have returned (a list of solutions, or
+    a list of them per mapping), made from the solutions kept before it stopped."""
+
+    def __init__(self, solutions: list):
+        super().__init__()
+        self.solutions = solutions
+
+
+def gather(pairs: Iterable[tuple[int, Solution]], count: int, most: int | None) -> list[list[Solution]]:
+    """The solutions of each of ``count`` mappings, from ``(mapping index, solution)``
+    pairs, at most ``most`` per mapping (``None``: all).  When a mapping had more,
+    the rest of the pairs are still read (they may belong to other mappings, unless
+    there is just one) and :class:`TooManySolutions` carries the lists."""
+    results: list[list[Solution]] = [[] for _ in range(count)]
+    cut = False
+    for index, solution in pairs:
+        found = results[index]
+        if most is not None and len(found) >= most:
+            cut = True
+            if count == 1:
+                break
+            continue
+        found.append(solution)
+    if cut:
+        raise TooManySolutions(results)
+    return results
+
+
+def gather_shared(solutions: Iterable[Solution], count: int, most: int | None) -> list[list[Solution]]:
+    """``gather`` for solutions that answer each of ``count`` mappings alike (a query
+    with no injected bindings): a copy of the list for each."""
+    try:
+        found = gather(((0, solution) for solution in solutions), 1, most)[0]
+    except TooManySolutions as cut:
+        raise TooManySolutions([list(cut.solutions[0]) for _ in range(count)]) from None
+    return [list(found) for _ in range(count)]

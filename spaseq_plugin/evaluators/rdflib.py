@@ -39,6 +39,7 @@ from rdflib import Dataset, Graph
 from ..events import Event
 from ..language.gpm import GpmPattern
 from .oxigraph import ROW, injected_columns, injected_query, skolem, unskolem
+from .protocol import gather, gather_shared
 from ..kb import KnowledgeBase
 from ..rdflib_terms import ox_to_rdflib, rdflib_to_ox
 from .sparql_values import canonical
@@ -61,6 +62,7 @@ class RdflibEvaluator:
         self._event: Event | None = None
         self._graph: Graph | None = None          # the event alone
         self._dataset_event: Event | None = None  # the event the dataset's default graph holds
+        self._most: int | None = None             # limit_solutions
 
     # -- the event graph -------------------------------------------------
 
@@ -99,6 +101,12 @@ class RdflibEvaluator:
 
     # -- evaluation --------------------------------------------------------
 
+    def limit_solutions(self, most: int | None) -> None:
+        """At most ``most`` solutions per mapping (see the protocol).  rdflib holds a
+        query's whole result before it hands out the first row: this bounds what the
+        runtime gets, not what rdflib makes."""
+        self._most = most
+
     def evaluate(self, gpm: GpmPattern, event: Event,
                  mappings: Sequence[Mapping[str, Term]]) -> list[list[Solution]]:
         if gpm.uses_kb:
@@ -110,15 +118,12 @@ class RdflibEvaluator:
 
     def _evaluate(self, target, gpm: GpmPattern, mappings: Sequence[Mapping[str, Term]]) -> list[list[Solution]]:
         columns = injected_columns(gpm, mappings)
-        results: list[list[Solution]] = [[] for _ in mappings]
         text = injected_query(gpm, columns, mappings)
         if not columns:
-            solutions = [self._solution(row.asdict(), gpm) for row in target.query(text)]
-            return [list(solutions) for _ in mappings]
-        for row in target.query(text):
-            values = row.asdict()
-            results[int(str(values[ROW]))].append(self._solution(values, gpm))
-        return results
+            return gather_shared((self._solution(row.asdict(), gpm) for row in target.query(text)),
+                                 len(mappings), self._most)
+        return gather(((int(str(values[ROW])), self._solution(values, gpm))
+                       for values in (row.asdict() for row in target.query(text))), len(mappings), self._most)
 
     def _solution(self, values: dict, gpm: GpmPattern) -> Solution:
         out: Solution = {}

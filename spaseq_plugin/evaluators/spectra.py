@@ -75,7 +75,7 @@ from ..events import Event
 from ..language.filters import NotCompilable, compile_filter, conjuncts, variables
 from ..language.gpm import GpmPattern
 from .oxigraph import OxigraphEvaluator
-from .protocol import Solution, Term
+from .protocol import Solution, Term, TooManySolutions
 from ..kb import KnowledgeBase, checked_rows, solution_count
 from ..rdflib_terms import rdflib_to_ox, unalias
 from .sparql_values import (MAX_CACHED_TERM_CHARS, RevisitedTermCache, Unsupported, canonical, canonical_literal,
@@ -84,6 +84,7 @@ from .sparql_values import (MAX_CACHED_TERM_CHARS, RevisitedTermCache, Unsupport
 MATERIALIZE, LOOKUP = "materialize", "lookup"
 KB_LOOKUPS_KEPT = 100_000       # event values whose KB rows a looked-up GRAPH join remembers
 _NONE: list = []           # shared empty answer, never modified
+_UNLIMITED = 1 << 62       # SpectraEvaluator._most without a bound (a C integer when compiled)
 _UNKNOWN = object()        # (a GPM not planned yet)
 
 
@@ -166,12 +167,14 @@ class _EventState:
     standalone = cython.declare(dict, visibility="public")
     by_shape = cython.declare(dict, visibility="public")
     indexes = cython.declare(dict, visibility="public")
+    cut = cython.declare(object, visibility="public")
 
     def __init__(self, views: list):
         self.views = views
         self.standalone = {}     # GpmPattern -> standalone solutions
         self.by_shape = {}       # plan's shape number -> (plan, solutions)
         self.indexes = {}        # (GpmPattern, variables) -> value tuple -> solutions
+        self.cut = None          # the shape numbers whose solutions limit_solutions cut short
 
 
 @RevisitedTermCache
@@ -207,6 +210,7 @@ class SpectraEvaluator:
     _slots = cython.declare(dict, visibility="public")
     _shapes = cython.declare(dict, visibility="public")
     fallbacks = cython.declare(object, visibility="public")
+    _most = cython.declare(cython.Py_ssize_t, visibility="public")
 
     def __init__(self, kb: KnowledgeBase | None = None, *, materialize_limit: int = 500_000,
                  fallback: OxigraphEvaluator | None = None):
@@ -221,22 +225,40 @@ class SpectraEvaluator:
         self._slots: dict[ox.NamedNode, int] = {}       # what some plan's triple patterns use -> its view's slot
         self._shapes: dict[tuple, int] = {}             # plan shape -> its number (a small int hashes for nothing)
         self.fallbacks = 0           # evaluations that went to Oxigraph for a value
+        self._most = _UNLIMITED      # solutions of a GPM on an event made at most (limit_solutions)
 
     @property
     def fallback(self) -> OxigraphEvaluator:
         """Made when first needed: it may copy KB graphs that the fast path never needs."""
         if self._fallback is None:
             self._fallback = OxigraphEvaluator(self.kb)
+            if self._most != _UNLIMITED:
+                self._fallback.limit_solutions(self._most - 1)
         return self._fallback
+
+    def limit_solutions(self, most: int | None) -> None:
+        """Make at most ``most + 1`` solutions of a GPM on one event (``None``: no
+        bound): the runtime's cap, so that a product inside one GPM stops one past it
+        (see the protocol)."""
+        self._most = _UNLIMITED if most is None else most + 1
+        if self._fallback is not None:
+            self._fallback.limit_solutions(most)
 
     # -- the evaluator protocol --------------------------------------------
 
     def evaluate(self, gpm: GpmPattern, event: Event,
                  mappings: Sequence[Mapping[str, Term]]) -> list[list[Solution]]:
         out = []
+        cut = False
         for mapping in mappings:
             restricted = {v: canonical(t) for v, t in mapping.items() if v in gpm.mentioned}
-            out.append([{**restricted, **s} for s in self.evaluate_one(gpm, event, restricted)])
+            try:
+                solutions = self.evaluate_one(gpm, event, restricted)
+            except TooManySolutions as short:
+                solutions, cut = short.solutions, True
+            out.append([{**restricted, **s} for s in solutions])
+        if cut:
+            raise TooManySolutions(out)
         return out
 
     @cython.locals(state=_EventState, plan=Plan)
@@ -260,14 +282,19 @@ class SpectraEvaluator:
             try:
                 state = self._state(event)
                 solutions = self._standalone(gpm, plan, state)
-                if not mapping and not plan.stateful_filters:
-                    return solutions
-                return self._extend(gpm, plan, solutions, mapping if type(mapping) is dict else dict(mapping),
-                                    state, holds)
+                if mapping or plan.stateful_filters:
+                    solutions = self._extend(gpm, plan, solutions, mapping if type(mapping) is dict
+                                             else dict(mapping), state, holds)
+                if state.cut is not None and plan.shape in state.cut:
+                    raise TooManySolutions(solutions)
+                return solutions
             except Unsupported:
                 self.fallbacks += 1
         restricted = {v: t for v, t in mapping.items() if v in gpm.mentioned}
-        return self.fallback.evaluate(gpm, event, [restricted])[0]
+        try:
+            return self.fallback.evaluate(gpm, event, [restricted])[0]
+        except TooManySolutions as cut:
+            raise TooManySolutions(cut.solutions[0]) from None
 
     def certain_variables(self, gpm: GpmPattern) -> frozenset[str] | None:
         """Variables every solution of ``gpm`` binds (``None``: not known, the GPM goes to Oxigraph)."""
@@ -307,7 +334,10 @@ class SpectraEvaluator:
             return None
         try:
             state = self._state(event)
-            return _index(gpm, variables, self._standalone(gpm, plan, state), state)
+            solutions = self._standalone(gpm, plan, state)
+            if state.cut is not None and plan.shape in state.cut:
+                return None         # (cut short: each run is to be asked, and told)
+            return _index(gpm, variables, solutions, state)
         except Unsupported:
             return None
 
@@ -439,7 +469,7 @@ class SpectraEvaluator:
         if solutions is None:
             solved = state.by_shape.get(plan.shape)
             if solved is None:
-                solutions = self._solve(plan, state.views)
+                solutions = self._solve(plan, state)
                 state.by_shape[plan.shape] = (plan, solutions)
             else:
                 # (keyed by the solved plan, which hashes by identity: comparing the
@@ -456,11 +486,15 @@ class SpectraEvaluator:
         return solutions
 
     @cython.cfunc
-    @cython.locals(plan=Plan, pattern=_Pattern)
-    def _solve(self, plan: Plan, event_views: list) -> list[Solution]:
+    @cython.locals(plan=Plan, pattern=_Pattern, state=_EventState)
+    def _solve(self, plan: Plan, state: _EventState) -> list[Solution]:
+        """The plan's solutions on the event; when a join made ``_most`` of them (the
+        most limit_solutions allows: one more than the runtime's cap), it stopped
+        there, and the plan's shape goes into ``state.cut`` (a later join or filter
+        may leave fewer: the count at the end cannot tell)."""
         views = []
         for pattern in plan.patterns:
-            rows = event_views[pattern.slot]
+            rows = state.views[pattern.slot]
             if not rows:
                 return []
             views.append(rows)
@@ -468,11 +502,17 @@ class SpectraEvaluator:
         if single:
             solutions = _join_single_rows(order, views)
         else:
-            solutions = _join(order, views)
+            solutions = _join(order, views, self._most)
+        cut = len(solutions) >= self._most
         for join in plan.kb:
             solutions = self._join_kb(join, solutions)
+            cut = cut or len(solutions) >= self._most
         if final:
             solutions = [s for s in solutions if _keeps(final, s)]
+        if cut:
+            if state.cut is None:
+                state.cut = set()
+            state.cut.add(plan.shape)
         return solutions
 
     @cython.cfunc
@@ -486,6 +526,8 @@ class SpectraEvaluator:
                     continue
                 rows = self._lookup(join, key)
             for row in rows:
+                if len(out) >= self._most:
+                    return out
                 merged = dict(solution)
                 merged.update(row)
                 out.append(merged)
@@ -697,12 +739,12 @@ _SCANNED_ROWS = 8      # a join step looks a bound term up among more rows than 
 
 
 @cython.cfunc
-def _join(order: list, views: list[list]) -> list[Solution]:
-    """The event pattern's solutions: the join steps as nested loops over the views
-    (a large view is looked up by its bound subject or object instead: an event
-    of thousands of subjects must not cost their square)."""
+def _join(order: list, views: list[list], most: int) -> list[Solution]:
+    """The event pattern's solutions, at most ``most`` of them: the join steps as
+    nested loops over the views (a large view is looked up by its bound subject or
+    object instead: an event of thousands of subjects must not cost their square)."""
     solutions: list[Solution] = []
-    _extend_join(order, views, 0, len(order) - 1, {}, solutions, {})
+    _extend_join(order, views, 0, len(order) - 1, {}, solutions, {}, most)
     return solutions
 
 
@@ -725,9 +767,9 @@ def _rows_with(lookups: dict, rows: list, index: int, position: int, term) -> li
 
 @cython.cfunc
 @cython.locals(depth=cython.Py_ssize_t, last=cython.Py_ssize_t, row=dict, solutions=list, rows=list,
-               lookups=dict)
+               lookups=dict, most=cython.Py_ssize_t)
 def _extend_join(order: list, views: list, depth: int, last: int, row: dict, solutions: list,
-                 lookups: dict) -> None:
+                 lookups: dict, most: int) -> None:
     """Step ``depth`` of ``_join`` under the bindings in ``row`` (a C function when
     compiled: the recursion costs no Python frame)."""
     s_var, s, o_var, o, same, index, ready = order[depth]
@@ -742,6 +784,8 @@ def _extend_join(order: list, views: list, depth: int, last: int, row: dict, sol
         elif o_val is not None:
             rows = _rows_with(lookups, rows, index, 1, o_val)
     for subject, obj in rows:
+        if len(solutions) >= most:
+            return
         if not bind_s and subject != s_val:
             continue
         if o_val is not None and obj != o_val:
@@ -756,7 +800,7 @@ def _extend_join(order: list, views: list, depth: int, last: int, row: dict, sol
             if depth == last:
                 solutions.append(dict(row))
             else:
-                _extend_join(order, views, depth + 1, last, row, solutions, lookups)
+                _extend_join(order, views, depth + 1, last, row, solutions, lookups, most)
         if bind_s:
             del row[s]
         if bind_o:

@@ -135,7 +135,11 @@ command exits with status 3); ``drop-newest`` does not keep the new one;
 ``drop-oldest`` evicts the partial matches that started first (in the
 partition, for the partition cap; in the query, else) until it fits.
 Dropped ones are counted (``dropped_runs``).  Matches already complete are
-always emitted.
+always emitted.  Two products would fill memory before a run is counted, so
+the run cap bounds them where they are made: a conjunction's combinations on
+a batch (``_too_many_combinations``), and a GPM's solutions on one event,
+which the evaluator stops making one past the cap (``limit_solutions`` in the
+evaluator protocol; ``_too_many_solutions``).
 """
 
 from __future__ import annotations
@@ -158,7 +162,7 @@ from ..errors import StateLimitError
 from ..language.compiler import CompiledQuery
 from ..events import Event, Time, format_time
 from ..language.gpm import GpmPattern
-from ..evaluators.protocol import GpmEvaluator, Solution, Term
+from ..evaluators.protocol import GpmEvaluator, Solution, Term, TooManySolutions
 from ..language.nfa import CONJUNCTION, DISJUNCTION, AtomMatcher, Edge, State
 from ..language.syntax import NEXT, STRICT
 
@@ -584,6 +588,11 @@ class Runtime:
         # evaluators that answer many mappings in one query get them together
         self._prefetching = getattr(evaluator, "batches_mappings", False)
         self._evaluate_one = None if self._prefetching else getattr(evaluator, "evaluate_one", None)
+        limit_solutions = getattr(evaluator, "limit_solutions", None)
+        if limit_solutions is not None:
+            # Each solution may become a run: a GPM's solutions on one event are made up
+            # to the same cap (_too_many_solutions), not all before a limit sees them.
+            limit_solutions(self.limits.max_runs)
         self._probes: dict[Edge, Probe] = self._make_probes()
         self._placement = distinct_placement(compiled, evaluator)
         self._partition_by = compiled.partition_by
@@ -1132,7 +1141,10 @@ class Runtime:
                         if event.stream in gpm.streams:
                             requests.setdefault((gpm, event), {})[key] = restricted
         for (gpm, event), by_key in requests.items():
-            answers = self.evaluator.evaluate(gpm, event, list(by_key.values()))
+            try:
+                answers = self.evaluator.evaluate(gpm, event, list(by_key.values()))
+            except TooManySolutions:
+                continue        # (_evaluate asks each mapping again, and applies the policy)
             for key, solutions in zip(by_key, answers):
                 self._memo[(gpm, event, key)] = solutions
 
@@ -1143,14 +1155,21 @@ class Runtime:
         unless the evaluator answers one mapping at the cost of a lookup (which is then
         told of a comparison that ``holds``)."""
         if self._evaluate_one is not None:
-            if holds is not None:
-                return self._evaluate_one(gpm, event, mu, holds)
-            return self._evaluate_one(gpm, event, _EMPTY if standalone else mu)
+            try:
+                if holds is not None:
+                    return self._evaluate_one(gpm, event, mu, holds)
+                return self._evaluate_one(gpm, event, _EMPTY if standalone else mu)
+            except TooManySolutions as cut:
+                return self._too_many_solutions(gpm, event, cut.solutions)
         restricted = {} if standalone else {v: t for v, t in mu.items() if v in gpm.mentioned}
         key = (gpm, event, frozenset(restricted.items()))
         solutions = self._memo.get(key)
         if solutions is None:
-            solutions = self._memo[key] = self.evaluator.evaluate(gpm, event, [restricted])[0]
+            try:
+                solutions = self.evaluator.evaluate(gpm, event, [restricted])[0]
+            except TooManySolutions as cut:
+                solutions = self._too_many_solutions(gpm, event, cut.solutions[0])
+            self._memo[key] = solutions
         return solutions
 
     # -- negation ----------------------------------------------------------
@@ -1486,6 +1505,20 @@ class Runtime:
                 f"(--max-runs) on the events at time {format_time(events[0].time, events[0].is_datetime)}; "
                 "--on-limit drop-oldest or drop-newest goes on with the first ones")
         self.dropped_runs += past
+
+    def _too_many_solutions(self, gpm: GpmPattern, event: Event, solutions: list[Solution]) -> list[Solution]:
+        """A GPM's solutions on an event went past --max-runs (the evaluator stopped
+        making them): fail, or (drop policies) go on with the first ones, the cut
+        counted as one dropped."""
+        if self.limits.policy == FAIL:
+            name = "" if event.name is None else f" {event.name}"
+            read = "" if event.position is None else f" (read at {event.position})"
+            raise StateLimitError(
+                f"GPM {gpm.name} has more than {self._max_runs:,} solutions (--max-runs) on the event{name} "
+                f"at time {format_time(event.time, event.is_datetime)}{read}; "
+                "--on-limit drop-oldest or drop-newest goes on with the first ones")
+        self.dropped_runs += 1
+        return solutions[:self._max_runs]
 
     def _limit_message(self, part: _Partition, run: Run, scope: _Partition | None, size: int) -> str:
         state = run.state
