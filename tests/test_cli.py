@@ -1,8 +1,10 @@
 """The spaseq command as a user runs it."""
 
 import json
+import signal
 import subprocess
 import sys
+import time
 
 import pytest
 
@@ -114,3 +116,45 @@ def test_explain_draws_an_svg(files):
     assert svg.startswith("<svg") and svg.rstrip().endswith("</svg>")
     assert svg.count("<circle") == 4          # x0, x1, and x2 accepting (two rings)
     assert "A ;" in svg and "B ;" in svg
+
+
+def _live_run(folder, **popen):
+    """``spaseq run`` of the select query on standard input, given the events of times
+    1 to 4 and waiting for more, once its output file holds their result."""
+    (folder / "select.rq").write_text(QUERY.format(head="SELECT ?a ?b"))
+    process = subprocess.Popen(SPASEQ + ["run", "select.rq", "--stream", "S=-", "-o", "out.jsonl"], cwd=folder,
+                               stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    process.stdin.write(STREAM.replace(" ; :oops", "") + ':e4 prov:generatedAtTime "2020-01-01T00:00:04Z"^^xsd:dateTime .\n'
+                        ':e4 { :c1 :kind "c" . }\n')
+    process.stdin.flush()
+    deadline = time.monotonic() + 60
+    out = folder / "out.jsonl"
+    while time.monotonic() < deadline and not (out.exists() and "b1" in out.read_text()):
+        time.sleep(0.02)
+    assert process.poll() is None and "b1" in out.read_text()
+    return process
+
+
+@pytest.mark.parametrize("sig, status", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
+def test_a_run_stopped_by_a_signal_closes_its_output_and_says_so(tmp_path, sig, status):
+    """SIGTERM (a service manager stopping the run) and SIGHUP (a closed terminal) stop
+    it as Ctrl-C does: the output closed whole, the summary printed, 128 + the signal's
+    number as exit status.  Their default action ended the process at once."""
+    process = _live_run(tmp_path)
+    process.send_signal(sig)
+    assert process.wait(timeout=60) == status
+    err = process.stderr.read()
+    assert f"spaseq: terminated ({sig.name}) after 4 events" in err and "Traceback" not in err
+    text = (tmp_path / "out.jsonl").read_text()
+    assert text.endswith("\n") and json.loads(text)["bindings"]["b"]["value"] == "http://example/b1"
+    process.stdin.close()
+
+
+def test_a_sighup_ignored_when_the_run_started_stays_ignored(tmp_path):
+    """Under nohup the run goes on after SIGHUP, to the end of its input."""
+    process = _live_run(tmp_path, preexec_fn=lambda: signal.signal(signal.SIGHUP, signal.SIG_IGN))
+    process.send_signal(signal.SIGHUP)
+    time.sleep(0.5)
+    assert process.poll() is None
+    process.stdin.close()
+    assert process.wait(timeout=60) == 0, process.stderr.read()

@@ -10,6 +10,7 @@ reaches the user; the exit status follows one rule (README, "Exit status"):
 3     a limit was reached (:class:`~spaseq_plugin.errors.LimitError`)
 1     anything else: a failure the command did not expect
 130   interrupted (Ctrl-C): what was read is summarised
+143   stopped by SIGTERM (129: SIGHUP), as Ctrl-C stops a run
 ====  =====================================================================
 
 Library code raises :class:`~spaseq_plugin.errors.UsageError`,
@@ -29,6 +30,7 @@ import json
 import logging
 import os
 import re
+import signal
 import stat
 import sys
 import time
@@ -75,6 +77,41 @@ PROGRESS_INTERVAL = 5.0
 LOG_LEVELS = ("debug", "info", "warning", "error")
 
 
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: what a service manager (systemd, ``docker stop``) or a closed
+    terminal sends.  The run stops as Ctrl-C stops it (outputs closed whole, the
+    summary printed, a checkpoint kept for resuming), with exit status 128 + the
+    signal's number, where the default action would end it at once, mid-line."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def _interrupted_status(stop: KeyboardInterrupt) -> int:
+    return 128 + stop.signum if isinstance(stop, Terminated) else EXIT_INTERRUPTED
+
+
+@contextlib.contextmanager
+def _stopping_on_signals():
+    """SIGTERM and SIGHUP raise :class:`Terminated` in the main thread while the
+    command runs (a signal the process inherited as ignored, as under nohup, stays so)."""
+    def stop(signum, frame):
+        raise Terminated(signum)
+
+    before = {}
+    for number in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)):
+        if number is not None and signal.getsignal(number) is signal.SIG_DFL:
+            with contextlib.suppress(ValueError):       # (not the main thread: left as it is)
+                signal.signal(number, stop)
+                before[number] = signal.SIG_DFL
+    try:
+        yield
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
+
+
 def main(argv: list[str] | None = None) -> int:
     parser = _parser()
     args = parser.parse_args(argv)          # bad syntax: argparse says so and exits with 2
@@ -82,6 +119,12 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return EXIT_USAGE
+    with _stopping_on_signals():
+        return _command(args)
+
+
+def _command(args: argparse.Namespace) -> int:
+    """Run the command; each kind of failure becomes its message and exit status."""
     try:
         call_configure({k: v for k, v in vars(args).items() if k != "func"})
         return args.func(args)
@@ -100,9 +143,9 @@ def main(argv: list[str] | None = None) -> int:
     except MemoryError:
         _error(f"limit reached: {OUT_OF_MEMORY}")
         return EXIT_LIMIT
-    except KeyboardInterrupt:
-        _error("interrupted")
-        return EXIT_INTERRUPTED
+    except KeyboardInterrupt as stop:
+        _error(f"terminated ({stop})" if isinstance(stop, Terminated) else "interrupted")
+        return _interrupted_status(stop)
     except BrokenPipeError:                 # e.g. piped into head: the reader has what it wanted
         _silence_stdout()
         return EXIT_OK
@@ -197,7 +240,8 @@ def _add_logging_flags(parser: argparse.ArgumentParser) -> None:
 
 _EPILOG = """\
 exit status: 0 done (rejected events are counted, not fatal); 2 a usage, query or input error
-(one line naming the argument); 3 a limit was reached; 1 an unexpected failure; 130 interrupted.
+(one line naming the argument); 3 a limit was reached; 1 an unexpected failure; 130 interrupted;
+143 stopped by SIGTERM (129: SIGHUP), as Ctrl-C stops a run.
 
 environment: SPASEQ_DEBUG=1 shows the Python traceback of an internal error;
 SPARK_MASTER is the default --spark-master; JAVA_HOME a Java 17+ for Spark."""
@@ -782,7 +826,7 @@ def _run(args) -> int:
                 checkpoints.restore(engine, ids=not args.output or bool(args.sink))
         prepare_collector()
         started = time.perf_counter()
-        interrupted = False
+        interrupted: KeyboardInterrupt | None = None
         stopped: LimitError | None = None
         reserve = bytearray(MEMORY_RESERVE)     # given back on running out of memory (below)
         try:
@@ -793,8 +837,8 @@ def _run(args) -> int:
             for result in results:
                 for writer in writers:
                     writer.write(result)
-        except KeyboardInterrupt:
-            interrupted = True
+        except KeyboardInterrupt as stop:
+            interrupted = stop
         except LimitError as e:
             stopped = e             # the results before it are written out whole, and summarised
         except MemoryError:
@@ -814,16 +858,18 @@ def _run(args) -> int:
         _summary(engine, time.perf_counter() - started, interrupted, args.on_limit)
     if stopped is not None:
         raise stopped
-    return EXIT_INTERRUPTED if interrupted else EXIT_OK
+    return _interrupted_status(interrupted) if interrupted else EXIT_OK
 
 
-def _summary(engine, elapsed: float, interrupted: bool, policy: str) -> None:
+def _summary(engine, elapsed: float, interrupted: KeyboardInterrupt | None, policy: str) -> None:
     s = engine.stats
     rate = s.events / elapsed if elapsed > 0 else 0
     ignored = getattr(s, "ignored", 0)
     keys = f", {s.live_keys:,} live keys (peak {s.peak_keys:,})" if engine.compiled.partition_by else ""
     dropped = f"; {s.dropped_runs:,} partial matches dropped (--on-limit {policy})" if s.dropped_runs else ""
-    print(f"spaseq: {'interrupted after ' if interrupted else ''}{s.events} events ({s.triples} triples) "
+    stopped = "" if interrupted is None else \
+        f"terminated ({interrupted}) after " if isinstance(interrupted, Terminated) else "interrupted after "
+    print(f"spaseq: {stopped}{s.events} events ({s.triples} triples) "
           f"in {elapsed:.2f} s, {rate:,.0f} events/s; {s.rejected} rejected{_by_reason(s)}; "
           + (f"{ignored} of streams the query does not read; " if ignored else "")
           + f"{s.matches} matches, {s.results} results; peak {s.peak_runs} active runs{keys}{dropped}",
