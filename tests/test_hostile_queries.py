@@ -571,3 +571,32 @@ def test_push_takes_numbers_iris_and_graphs():
     results = engine.push("http://example.org/s", 2.25, graph)      # (final at once: one stream)
     results += engine.close()
     assert [(r.time, r.bindings["b"].value) for r in results] == [(Decimal("2.25"), EX + "b1")]
+
+
+REGEX_QUERY = """PREFIX : <http://example/>
+SELECT ?x WITHIN 10 SECONDS FROM STREAM S <http://example.org/s>
+WHERE {{ SEQ (A) DEFINE GPM A ON S {{ ?s :text ?x . FILTER(REGEX(?x, "{pattern}")) }} }}
+"""
+
+
+@pytest.mark.parametrize("pattern, text, matches", [
+    ("^(a+)+$", "a" * 40 + "b", False),              # exponential when it backtracks
+    ("a*b", "a" * 300_000, False),                   # quadratic
+    ("^(a|aa)(a|aa)(a|aa)(a|aa)(a|aa)(a|aa)(a|aa)(a|aa)(a|aa)(a|aa)$", "a" * 15, True),
+    ("^(a+)+$", "aaa", True),
+])
+def test_a_backtracking_regex_over_a_hostile_literal_ends_at_once(pattern, text, matches):
+    """Python's regular expressions backtrack (the first text took minutes, the second
+    hours); such a pattern goes to Oxigraph's linear engine.  The answer is the same."""
+    engine = Engine(REGEX_QUERY.format(pattern=pattern))
+    assert engine.evaluator.describe(engine.compiled.gpms["A"]).startswith("oxigraph (REGEX with repetition")
+    started = time.monotonic()
+    got = list(engine.run([event("s", 1, f':s :text "{text}" .')]))
+    assert time.monotonic() - started < 10
+    assert len(got) == (1 if matches else 0)
+
+
+@pytest.mark.parametrize("pattern", ["^Smith", "son$", "a.c", "^(Ann|Bob)$", "colou?r"])
+def test_a_regex_that_cannot_backtrack_far_keeps_the_fast_path(pattern):
+    engine = Engine(REGEX_QUERY.format(pattern=pattern))
+    assert engine.evaluator.describe(engine.compiled.gpms["A"]).startswith("spectra")

@@ -240,6 +240,17 @@ def _string_arg(value) -> str:
     raise SparqlError("not a string")
 
 
+# Python's regular expressions backtrack: over an event's literal, "^(a+)+$" takes
+# exponential time and "a*b" quadratic (on 1 MB of 'a's, hours).  Oxigraph's engine is
+# linear.  A pattern is compiled here only if it repeats nothing (no * + {n,m}, no
+# quantified group, no backreference) and has few choices (each '?' or '|' at most
+# doubles the ways to try: at most 2^8 of them, each costing the pattern's length, at
+# each position of the text); any other sends its GPM to the Oxigraph evaluator.
+# (Conservative: an escaped \* or \| counts too.)
+_REPEATS = re.compile(r"[*+{]|\)\?|\\[1-9]")
+MAX_REGEX_CHOICES = 8
+
+
 def _regex(expr):
     text = compile_expression(expr.text)
     if not isinstance(expr.pattern, Literal) or (expr.flags is not None and not isinstance(expr.flags, Literal)):
@@ -248,6 +259,9 @@ def _regex(expr):
     flags_text = str(expr.flags) if expr.flags is not None else ""
     if set(flags_text) - set("ism") or re.search(r"\\[pPdDwWsSiIcC]|\(\?|\[\^?\]|\$\{", pattern):
         raise NotCompilable("REGEX flags or classes that differ between XPath and Python")
+    if _REPEATS.search(pattern) or pattern.count("?") + pattern.count("|") > MAX_REGEX_CHOICES:
+        raise NotCompilable("REGEX with repetition or many choices: Python's engine backtracks on it, "
+                            "Oxigraph's does not")
     flags = (re.I if "i" in flags_text else 0) | (re.S if "s" in flags_text else 0) | (re.M if "m" in flags_text else 0)
     try:
         compiled = re.compile(pattern, flags)
