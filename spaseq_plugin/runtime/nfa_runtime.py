@@ -635,7 +635,8 @@ class Runtime:
 
     @cython.cfunc
     def _process_batch(self, time: Time, events: list[Event]) -> None:
-        self._memo = {}
+        if self._memo:
+            self._memo = {}
         if self.tumbling:
             if self.tumbling_start is not None and time < self.tumbling_start:
                 return      # before the first tumbling window
@@ -644,10 +645,14 @@ class Runtime:
             self._expire(time)
         self._emit_due_pending(time)
         if self._partition_by:
-            groups: dict[tuple, list[Event]] = {}
-            for event in events:
-                for key in partition_keys(self._partition_by, self._placement, event, self._standalone):
-                    groups.setdefault(key, []).append(event)
+            if len(events) == 1:        # (the common batch: each of its keys gets it whole)
+                groups = dict.fromkeys(partition_keys(self._partition_by, self._placement, events[0],
+                                                      self._standalone), events)
+            else:
+                groups = {}
+                for event in events:
+                    for key in partition_keys(self._partition_by, self._placement, event, self._standalone):
+                        groups.setdefault(key, []).append(event)
         else:
             groups = {(): events}
         self._starts = {} if len(groups) > 1 else None
@@ -803,18 +808,25 @@ class Runtime:
     def _process_partition(self, part: _Partition, time: Time, events: list[Event]) -> None:
         if part.pending:
             self._check_pending(part, events)
-        streams = self._batch_streams = {e.stream for e in events}
-        self._batch_stream = events[0].stream if len(streams) == 1 else None
-        self._batch_keys = {}
+        if len(events) == 1:
+            one = events[0].stream
+        else:
+            streams = self._batch_streams = {e.stream for e in events}
+            one = events[0].stream if len(streams) == 1 else None
+        self._batch_stream = one
+        if self._batch_keys:
+            self._batch_keys = {}
         if self._proven:
             self._proven = {}
         candidates: dict[Run, Run] = {}     # (a run hashes by identity, in C)
-        strict = set(part.strict)
-        for run in part.strict:
-            candidates[run] = run
-        part.strict = []
-        if len(streams) == 1:
-            edges = self._waiting_on.get(events[0].stream, ())
+        strict = _NO_RUNS
+        if part.strict:
+            strict = set(part.strict)
+            for run in part.strict:
+                candidates[run] = run
+            part.strict = []
+        if one is not None:
+            edges = self._waiting_on.get(one, ())
         else:
             edges = {edge: None for stream in streams for edge in self._waiting_on.get(stream, ())}
         for edge in edges:
@@ -1642,6 +1654,7 @@ def partition_keys(variables: list[str], placement: list[GpmPattern], event: Eve
 
 
 _EMPTY: dict = {}       # the empty mapping, never modified
+_NO_RUNS: frozenset = frozenset()
 
 
 @cython.cfunc
