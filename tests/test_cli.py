@@ -158,3 +158,22 @@ def test_a_sighup_ignored_when_the_run_started_stays_ignored(tmp_path):
     assert process.poll() is None
     process.stdin.close()
     assert process.wait(timeout=60) == 0, process.stderr.read()
+
+
+def test_a_live_input_that_sends_nothing_still_gets_progress_lines(tmp_path):
+    """The progress line came only as items were read: a quiet live input showed none."""
+    import selectors
+    (tmp_path / "select.rq").write_text(QUERY.format(head="SELECT ?a ?b"))
+    process = subprocess.Popen(SPASEQ + ["run", "select.rq", "--stream", "S=-", "--progress", "always"],
+                               cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.DEVNULL,
+                               stderr=subprocess.PIPE, text=True)
+    try:
+        selector = selectors.DefaultSelector()
+        selector.register(process.stderr, selectors.EVENT_READ)
+        assert selector.select(timeout=30), "no progress line while the input stays quiet"
+        assert process.stderr.readline().startswith("spaseq: progress: 0 events")
+        assert process.poll() is None
+    finally:
+        process.stdin.close()
+        process.wait(timeout=60)
+    assert process.returncode == 0

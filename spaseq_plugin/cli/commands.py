@@ -33,6 +33,7 @@ import re
 import signal
 import stat
 import sys
+import threading
 import time
 from typing import IO
 
@@ -201,8 +202,9 @@ class _StderrHandler(logging.Handler):
     def emit(self, record: logging.LogRecord) -> None:
         try:
             if self.progress is not None:
-                self.progress.clear()
-            sys.stderr.write(self.format(record) + "\n")
+                self.progress.say(self.format(record))
+            else:
+                sys.stderr.write(self.format(record) + "\n")
         except Exception:
             self.handleError(record)
 
@@ -339,7 +341,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="use GRAPH-pattern solutions materialised by 'spaseq kb materialize' as the KB")
     run.add_argument("--progress", choices=["auto", "always", "never"], default="auto",
                      help="auto (default): a live counter on a terminal, else a line every "
-                          f"{PROGRESS_INTERVAL:g} s on long runs; always: the same even with --quiet; never")
+                          f"{PROGRESS_INTERVAL:g} s on long runs, a live input that sends nothing included; "
+                          "always: the same even with --quiet; never")
     run.add_argument("--quiet", "-q", action="store_true", help="no warnings, progress or summary")
     run.add_argument("--checkpoint", metavar="DIR",
                      help="keep checkpoints in DIR; started again with the same arguments, the run resumes "
@@ -806,13 +809,10 @@ def _run(args) -> int:
                 return
             shown = next(printed)
             if shown < REJECTIONS_PRINTED or log.isEnabledFor(logging.INFO):
-                progress.clear()
-                print(f"spaseq: rejected event: {error}", file=sys.stderr)
+                progress.say(f"spaseq: rejected event: {error}")
             elif shown == REJECTIONS_PRINTED:
-                progress.clear()
                 where = f"all are in {args.dead_letter}" if args.dead_letter else "--dead-letter FILE keeps them"
-                print(f"spaseq: more rejected events are counted, not printed (-v prints every one; {where})",
-                      file=sys.stderr)
+                progress.say(f"spaseq: more rejected events are counted, not printed (-v prints every one; {where})")
 
         if args.engine == "spark":
             engine = _spark_run(args, compiled, query_text, archived, kb_specs, start, on_reject, state_limits)
@@ -939,7 +939,9 @@ def _parse_start(text: str):
 class _Progress:
     """Progress on stderr (``--progress``): on a terminal, one line refreshed twice a
     second; elsewhere (a log file, a CI job), a line every PROGRESS_INTERVAL seconds,
-    so that short runs print none."""
+    so that short runs print none.  Lines come from the loop as it reads items and,
+    while it does not (a live input that sends nothing, one long batch), from a
+    thread of their own, so that a quiet run still shows it is alive."""
 
     def __init__(self, mode: str, quiet: bool):
         self.engine: Engine | None = None           # set once the engine exists
@@ -950,16 +952,35 @@ class _Progress:
         self.started = time.monotonic()
         self.next = self.started + (0 if self.live else self.interval)
         self.shown = False
+        self.lock = threading.Lock()                # one writer of stderr at a time
+        self.stopped = threading.Event()
         _log_handler.progress = self
 
     def counting(self, items):
         if not self.enabled:
             yield from items
             return
+        threading.Thread(target=self._while_blocked, daemon=True, name="spaseq progress").start()
         for item in items:
             if time.monotonic() >= self.next:
-                self.tick()
+                with self.lock:
+                    self.tick()
             yield item
+
+    def _while_blocked(self) -> None:
+        """The lines the loop does not print while it waits (a tenth of an interval late)."""
+        late = self.interval / 10
+        while not self.stopped.wait(late):
+            if time.monotonic() >= self.next + late:
+                with self.lock:
+                    if not self.stopped.is_set():
+                        self.tick()
+
+    def say(self, text: str) -> None:
+        """A line of the command's own on stderr, below the live line."""
+        with self.lock:
+            self.clear()
+            sys.stderr.write(text + "\n")
 
     def tick(self) -> None:
         now = time.monotonic()
@@ -985,7 +1006,9 @@ class _Progress:
             self.shown = False
 
     def done(self) -> None:
-        if self.live and self.shown:
-            sys.stderr.write("\n")
-            self.shown = False
+        with self.lock:
+            self.stopped.set()
+            if self.live and self.shown:
+                sys.stderr.write("\n")
+                self.shown = False
         _log_handler.progress = None
