@@ -947,7 +947,7 @@ class Runtime:
         return offered
 
     @cython.cfunc
-    @cython.locals(probe=Probe)
+    @cython.locals(probe=Probe, least=cython.double, greatest=cython.double, x=cython.double)
     def _bounds(self, probe: Probe, solutions: list) -> tuple | None:
         """(limit, proof) for runs whose ?against the probe's comparison reads, from the
         ``solutions``' numbers in ?compared: a run beyond the limit fails the comparison
@@ -955,12 +955,19 @@ class Runtime:
         satisfies it with every solution (for ``<``: above the greatest).  Numbers are
         floats, rounded monotonically: a strict float order is the values' order, a
         tie decides nothing.  ``None``: no bounds (no comparison, or not a number)."""
-        if probe.compared is None:
+        if probe.compared is None or not solutions:
             return None
-        numbers = [self.evaluator.order_number(s[probe.compared]) for s in solutions]
-        if None in numbers:
-            return None
-        least, greatest = min(numbers), max(numbers)
+        order_number = self.evaluator.order_number
+        least = greatest = 0.0
+        for i, s in enumerate(solutions):      # (a loop: min() and max() of a list are calls)
+            number = order_number(s[probe.compared])
+            if number is None:
+                return None
+            x = number
+            if i == 0 or x < least:
+                least = x
+            if i == 0 or x > greatest:
+                greatest = x
         return (least, greatest) if probe.upward else (greatest, least)
 
     @cython.cfunc
