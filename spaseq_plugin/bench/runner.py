@@ -683,6 +683,9 @@ def run_task(task: Task, inline: bool, timeout: float) -> dict:
             status, payload = "error", f"timeout after {timeout:.0f} s"
     except EOFError:
         status, payload = "error", "the measuring process died"
+    except KeyboardInterrupt:               # Ctrl-C, SIGTERM: the measurement stops with the bench
+        process.terminate()
+        raise
     finally:
         receiver.close()
         process.join(5)
