@@ -240,7 +240,7 @@ class SpectraEvaluator:
         """Make at most ``most + 1`` solutions of a GPM on one event (``None``: no
         bound): the runtime's cap, so that a product inside one GPM stops one past it
         (see the protocol)."""
-        self._most = _UNLIMITED if most is None else most + 1
+        self._most = _UNLIMITED if most is None or most >= _UNLIMITED else most + 1
         if self._fallback is not None:
             self._fallback.limit_solutions(most)
 
