@@ -973,8 +973,12 @@ class _Progress:
         while not self.stopped.wait(late):
             if time.monotonic() >= self.next + late:
                 with self.lock:
-                    if not self.stopped.is_set():
+                    if self.stopped.is_set():
+                        return
+                    try:
                         self.tick()
+                    except AttributeError:      # (the state let go on running out of memory)
+                        return
 
     def say(self, text: str) -> None:
         """A line of the command's own on stderr, below the live line."""
