@@ -264,10 +264,42 @@ def _regex(expr):
                             "Oxigraph's does not")
     flags = (re.I if "i" in flags_text else 0) | (re.S if "s" in flags_text else 0) | (re.M if "m" in flags_text else 0)
     try:
-        compiled = re.compile(pattern, flags)
+        compiled = re.compile(pattern if "m" in flags_text else _end_at_end(pattern), flags)
     except re.error:
         raise NotCompilable("REGEX pattern") from None
-    return lambda row: TRUE if compiled.search(_string_arg(text(row))) else FALSE
+    search = compiled.search
+    if "i" not in flags_text:
+        return lambda row: TRUE if search(_string_arg(text(row))) else FALSE
+
+    def search_folded(row):
+        value = _string_arg(text(row))
+        if "\u0130" in value or "\u0131" in value:
+            # Python folds İ and ı to i; Oxigraph (Unicode's simple case folding) does not
+            raise Unsupported("REGEX ignoring case over a dotted or dotless i")
+        return TRUE if search(value) else FALSE
+    return search_folded
+
+
+def _end_at_end(pattern: str) -> str:
+    """``pattern`` with each ``$`` anchor (not escaped, not in a class) written ``\\Z``:
+    the end of the text, as in XPath.  Python's ``$`` also matches before a final newline."""
+    out = []
+    at, in_class = 0, False
+    while at < len(pattern):
+        char = pattern[at]
+        if char == "\\":
+            out.append(pattern[at:at + 2])
+            at += 2
+            continue
+        if in_class:
+            in_class = char != "]"
+        elif char == "[":
+            in_class = True
+        elif char == "$":
+            char = "\\Z"
+        out.append(char)
+        at += 1
+    return "".join(out)
 
 
 def _strlen(expr):
