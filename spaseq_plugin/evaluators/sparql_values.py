@@ -20,6 +20,7 @@ forms; the canonical form comes from Oxigraph itself and is cached.
 
 from __future__ import annotations
 
+import datetime
 import functools
 import math
 import operator
@@ -165,9 +166,11 @@ def _native(term) -> tuple:
         if dt == XSD_STRING:
             return ("str", text)
         if dt in _INTEGER_TYPES:
+            if not (text.isdigit() and text.isascii()) and not _INTEGER_FORM.fullmatch(text):
+                raise Unsupported(text)
             return checked_number(INTEGER, int(text))
         if dt == XSD + "decimal":
-            if "e" in text.lower() or "n" in text.lower():
+            if not _DECIMAL_FORM.fullmatch(text):
                 raise Unsupported(text)
             value = Decimal(text)
             whole, _, fraction = text.partition(".")
@@ -183,7 +186,8 @@ def _native(term) -> tuple:
                 return ("bool", False)
             raise Unsupported(text)
         if dt == XSD + "dateTime":
-            import datetime
+            if not _DATETIME_FORM.fullmatch(text):
+                raise Unsupported(text)
             return ("dt", datetime.datetime.fromisoformat(text.replace("Z", "+00:00")))
     except (ValueError, InvalidOperation):
         raise Unsupported(f"ill-typed literal {term}") from None
@@ -201,9 +205,20 @@ def _double(text: str) -> float:
         return -math.inf
     if text == "NaN":
         return math.nan
-    if any(c in text for c in "iInN"):
+    if not _DOUBLE_FORM.fullmatch(text):
         raise ValueError(text)
     return float(text)
+
+
+# The lexical forms read here; any other is left to Oxigraph (Unsupported).  Python's
+# int(), Decimal() and float() also take spaces, '_' and non-ASCII digits ("١"), and
+# datetime.fromisoformat() forms XSD does not have ("2020-01-01 00:00", week dates) and
+# fractions finer than a microsecond, which it rounds: Oxigraph rejects or keeps those.
+_INTEGER_FORM = re.compile(r"[+-]?[0-9]+")
+_DECIMAL_FORM = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
+_DOUBLE_FORM = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+_DATETIME_FORM = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,6})?"
+                            r"(?:Z|[+-](?:(?:0[0-9]|1[0-3]):[0-5][0-9]|14:00))?")
 
 
 # -- canonical literals ----------------------------------------------------------
