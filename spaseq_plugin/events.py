@@ -84,10 +84,11 @@ IDLE = Idle()
 
 
 # The XSD lexical forms (XML Schema 1.1 part 2), ASCII digits only.  Python's
-# int() and Decimal() also take '8_000', non-ASCII digits and exponents.
-_INTEGER_FORM = re.compile(r"[+-]?[0-9]+", re.ASCII)
-_DECIMAL_FORM = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)", re.ASCII)
-_DOUBLE_FORM = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
+# int() and Decimal() also take '8_000', non-ASCII digits and exponents.  (The number
+# forms are also those the FILTER evaluation reads: evaluators/sparql_values.py.)
+INTEGER_FORM = re.compile(r"[+-]?[0-9]+", re.ASCII)
+DECIMAL_FORM = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)", re.ASCII)
+DOUBLE_FORM = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?", re.ASCII)
 _DATETIME_FORM = re.compile(
     r"(-?[0-9]{4,})-([0-9]{2})-([0-9]{2})T([0-9]{2}):([0-9]{2}):([0-9]{2})(\.[0-9]+)?"
     r"(Z|[+-][0-9]{2}:[0-9]{2})?", re.ASCII)
@@ -130,16 +131,16 @@ def parse_timestamp(term: ox.Term) -> tuple[Time, bool]:
     bounds = _INTEGER_TYPES.get(datatype)
     if bounds is not None:
         if not (text.isdigit() and text.isascii() and len(text) <= 12):
-            _check_form(_INTEGER_FORM, text, "integer")
+            _check_form(INTEGER_FORM, text, "integer")
         value = int(text)
         low, high = bounds
         if (low is not None and value < low) or (high is not None and value > high):
             raise ValueError(f"{text} is not a valid <{datatype}>")
         return _in_range(value, text, False), False
     if datatype == _DECIMAL:
-        form = _DECIMAL_FORM
+        form = DECIMAL_FORM
     elif datatype in _FLOATING_TYPES:
-        form = _DOUBLE_FORM
+        form = DOUBLE_FORM
     else:
         raise ValueError(f"timestamp must be a number or xsd:dateTime, not <{datatype}>")
     if datatype != _DECIMAL and text.lstrip("+-") in ("INF", "NaN"):

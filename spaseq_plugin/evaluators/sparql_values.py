@@ -28,6 +28,8 @@ import re
 from decimal import ROUND_DOWN, ROUND_FLOOR, Context, Decimal, InvalidOperation
 
 import pyoxigraph as ox
+
+from ..events import DECIMAL_FORM, DOUBLE_FORM, INTEGER_FORM
 try:
     import cython
 except ImportError:     # interpreted, without Cython installed
@@ -166,11 +168,11 @@ def _native(term) -> tuple:
         if dt == XSD_STRING:
             return ("str", text)
         if dt in _INTEGER_TYPES:
-            if not (text.isdigit() and text.isascii()) and not _INTEGER_FORM.fullmatch(text):
+            if not (text.isdigit() and text.isascii()) and not INTEGER_FORM.fullmatch(text):
                 raise Unsupported(text)
             return checked_number(INTEGER, int(text))
         if dt == XSD + "decimal":
-            if not _DECIMAL_FORM.fullmatch(text):
+            if not DECIMAL_FORM.fullmatch(text):
                 raise Unsupported(text)
             value = Decimal(text)
             whole, _, fraction = text.partition(".")
@@ -205,18 +207,17 @@ def _double(text: str) -> float:
         return -math.inf
     if text == "NaN":
         return math.nan
-    if not _DOUBLE_FORM.fullmatch(text):
+    if not DOUBLE_FORM.fullmatch(text):
         raise ValueError(text)
     return float(text)
 
 
-# The lexical forms read here; any other is left to Oxigraph (Unsupported).  Python's
-# int(), Decimal() and float() also take spaces, '_' and non-ASCII digits ("١"), and
-# datetime.fromisoformat() forms XSD does not have ("2020-01-01 00:00", week dates) and
-# fractions finer than a microsecond, which it rounds: Oxigraph rejects or keeps those.
-_INTEGER_FORM = re.compile(r"[+-]?[0-9]+")
-_DECIMAL_FORM = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)")
-_DOUBLE_FORM = re.compile(r"[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?")
+# The lexical forms read here (numbers: XSD's, events.py); any other is left to Oxigraph
+# (Unsupported).  Python's int(), Decimal() and float() also take spaces, '_' and
+# non-ASCII digits ("١"), and datetime.fromisoformat() forms XSD does not have
+# ("2020-01-01 00:00", week dates) and fractions finer than a microsecond, which it
+# rounds: Oxigraph rejects or keeps those.  So the dateTime form here is narrower than
+# a timestamp's (events.py): what a Python datetime holds exactly.
 _DATETIME_FORM = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,6})?"
                             r"(?:Z|[+-](?:(?:0[0-9]|1[0-3]):[0-5][0-9]|14:00))?")
 

@@ -1515,29 +1515,26 @@ class Runtime:
         return heap[0][2] if heap else None
 
     def _too_many_combinations(self, step: _Step, events: list[Event], past: int) -> None:
-        """A conjunction's combinations on a batch went past --max-runs: fail, or
-        (drop policies) go on with the first ones, the others counted as dropped."""
-        if self.limits.policy == FAIL:
-            edge = step.edge
-            raise StateLimitError(
-                f"the conjunction {edge.atom.label()} has more than {self._max_runs:,} combinations "
-                f"(--max-runs) on the events at time {format_time(events[0].time, events[0].is_datetime)}; "
-                "--on-limit drop-oldest or drop-newest goes on with the first ones")
-        self.dropped_runs += past
+        """A conjunction's combinations on a batch went past --max-runs."""
+        self._past_the_cap(f"the conjunction {step.edge.atom.label()}", "combinations",
+                           f"the events at time {format_time(events[0].time, events[0].is_datetime)}", past)
 
     def _too_many_solutions(self, gpm: GpmPattern, event: Event, solutions: list[Solution]) -> list[Solution]:
         """A GPM's solutions on an event went past --max-runs (the evaluator stopped
-        making them): fail, or (drop policies) go on with the first ones, the cut
-        counted as one dropped."""
-        if self.limits.policy == FAIL:
-            name = "" if event.name is None else f" {event.name}"
-            read = "" if event.position is None else f" (read at {event.position})"
-            raise StateLimitError(
-                f"GPM {gpm.name} has more than {self._max_runs:,} solutions (--max-runs) on the event{name} "
-                f"at time {format_time(event.time, event.is_datetime)}{read}; "
-                "--on-limit drop-oldest or drop-newest goes on with the first ones")
-        self.dropped_runs += 1
+        making them): the first ones, the cut counted as one dropped."""
+        name = "" if event.name is None else f" {event.name}"
+        read = "" if event.position is None else f" (read at {event.position})"
+        self._past_the_cap(f"GPM {gpm.name}", "solutions",
+                           f"the event{name} at time {format_time(event.time, event.is_datetime)}{read}", 1)
         return solutions[:self._max_runs]
+
+    def _past_the_cap(self, what: str, things: str, where: str, dropped: int) -> None:
+        """A product went past --max-runs where it is made, before any run counts it:
+        fail, or (drop policies) go on with the first ones, ``dropped`` counted."""
+        if self.limits.policy == FAIL:
+            raise StateLimitError(f"{what} has more than {self._max_runs:,} {things} (--max-runs) on {where}; "
+                                  "--on-limit drop-oldest or drop-newest goes on with the first ones")
+        self.dropped_runs += dropped
 
     def _limit_message(self, part: _Partition, run: Run, scope: _Partition | None, size: int) -> str:
         state = run.state
