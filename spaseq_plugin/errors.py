@@ -76,6 +76,11 @@ class UsageError(SpaseqError):
     command exits with status 2."""
 
 
+class OutputError(SpaseqError):
+    """An output the run writes to (results, dead letters) failed: a full disk, a
+    closed device.  The message names the output."""
+
+
 class LimitError(SpaseqError):
     """A documented limit was reached (a cap on runs, on memory, on time...).
     The message names the limit and the flag that raises it; the command

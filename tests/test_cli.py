@@ -1,6 +1,7 @@
 """The spaseq command as a user runs it."""
 
 import json
+import os
 import signal
 import subprocess
 import sys
@@ -52,6 +53,23 @@ def test_run_jsonl_with_a_bad_event_and_dead_letter(files):
     dead = [json.loads(line) for line in (files / "dead.jsonl").read_text().splitlines()]
     assert len(dead) == 1 and dead[0]["position"].endswith("s.trig:7")
     assert "1 rejected" in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (a device that is always full)")
+@pytest.mark.parametrize("args, redirect, named", [
+    (["--output", "/dev/full"], False, "the results to /dev/full"),
+    ([], True, "the results to standard output"),
+    (["--output", "out.jsonl", "--dead-letter", "/dev/full"], False, "the rejected events to /dev/full"),
+    (["--output", "/dev/full", "--checkpoint", "state"], False, "the results to /dev/full"),
+])
+def test_an_output_that_cannot_be_written_is_named(files, args, redirect, named):
+    """A full disk: one line naming the output that failed, exit status 1, no traceback."""
+    with open("/dev/full", "w") as full:
+        p = subprocess.run(SPASEQ + ["run", "select.rq", "--stream", "S=s.trig"] + args, cwd=files, text=True,
+                           stdout=full if redirect else subprocess.PIPE, stderr=subprocess.PIPE, timeout=120)
+    assert p.returncode == 1
+    assert f"spaseq: error: cannot write {named}: No space left on device" in p.stderr.splitlines()
+    assert "Traceback" not in p.stderr and "Exception ignored" not in p.stderr
 
 
 @pytest.mark.parametrize("fmt, expected", [

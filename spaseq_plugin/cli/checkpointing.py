@@ -26,7 +26,7 @@ import os
 import time
 from typing import IO
 
-from ..errors import UsageError
+from ..errors import OutputError, UsageError
 from ..events import IDLE
 from ..runtime.checkpoint import Checkpointer, CheckpointError
 from ..runtime.engine import Engine
@@ -173,7 +173,10 @@ def _committed(file: IO[str] | None) -> int | None:
         return None
     if not file.closed:
         file.flush()
-        os.fsync(file.fileno())
+        try:
+            os.fsync(file.fileno())
+        except OSError as error:
+            raise OutputError(f"cannot write {file.name}: {error.strerror or error}") from None
     return os.path.getsize(file.name)
 
 

@@ -52,6 +52,7 @@ from .checkpointing import HeaderDiscarded, RunCheckpoints
 from .kb_commands import add_kb_parser
 from ..language.nfa import automaton_svg
 from ..output.formats import FORMATS, check_format
+from ..output.writer import NamedOutput
 from ..plugins import call_configure, plugin_list, registry, result_sink, stream_source
 from ..spark.session import require_pyspark
 from ..runtime.checkpoint import DEFAULT_INTERVAL
@@ -467,7 +468,8 @@ class _DeadLetter:
 
     def open(self) -> None:
         if self.path is not None and self.file is None:
-            self.file = self.opener(self.path) if self.opener else open(self.path, "w", encoding="utf-8")
+            self.file = NamedOutput(self.opener(self.path) if self.opener else open(self.path, "w", encoding="utf-8"),
+                                    f"the rejected events to {self.path}")
 
     def write(self, error: EventError) -> None:
         if self.path is None:
@@ -769,15 +771,18 @@ def _run(args) -> int:
             items = replay(items, rate, idle_flush=idle_flush)
             live = live or rate is not None
             warnings += _unfed_warnings(compiled, fed)
-        out: IO[str] = sys.stdout
+        out = NamedOutput(sys.stdout, "the results to standard output")
         going_on = False
         if args.output:
             with as_usage_error(f"--output {args.output}"):
                 if checkpoints is None:
-                    out = opened.enter_context(open(args.output, "w", encoding="utf-8"))
+                    file = open(args.output, "w", encoding="utf-8")
                 else:
-                    out, going_on = checkpoints.open_file(args.output, "output")
-                    checkpoints.output = opened.enter_context(out)
+                    file, going_on = checkpoints.open_file(args.output, "output")
+            out = NamedOutput(file, f"the results to {args.output}")
+            opened.callback(out.close)
+            if checkpoints is not None:
+                checkpoints.output = out
         target = HeaderDiscarded(out) if going_on else out
         options = {"with_events": args.events}
         if args.output:

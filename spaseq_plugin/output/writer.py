@@ -6,6 +6,7 @@ from typing import IO
 
 import pyoxigraph as ox
 
+from ..errors import OutputError
 from ..events import format_time
 from ..runtime.results import Result
 
@@ -31,6 +32,52 @@ class Writer:
     def close(self) -> None:
         self.flush()
         self.out.flush()
+
+
+class NamedOutput:
+    """A text file the command line writes to, named in the error a failed write
+    raises (:class:`OutputError`: ``cannot write the results to out.jsonl: No
+    space left on device``), where Python's own would not say which file it was.
+    A broken pipe stays a ``BrokenPipeError``: the reader of a pipe may stop."""
+
+    def __init__(self, file: IO[str], what: str):
+        self.file = file
+        self.what = what                # "the results to out.jsonl", ...
+        self.name = getattr(file, "name", None)
+
+    def write(self, text: str) -> int:
+        try:
+            return self.file.write(text)
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise self._failed(error) from None
+
+    def flush(self) -> None:
+        try:
+            self.file.flush()
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise self._failed(error) from None
+
+    def close(self) -> None:
+        try:
+            self.file.close()
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise self._failed(error) from None
+
+    @property
+    def closed(self) -> bool:
+        return self.file.closed
+
+    def fileno(self) -> int:
+        return self.file.fileno()
+
+    def _failed(self, error: OSError) -> OutputError:
+        return OutputError(f"cannot write {self.what}: {error.strerror or error}")
 
 
 def events_json(result: Result) -> list[dict]:
