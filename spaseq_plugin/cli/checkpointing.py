@@ -26,8 +26,9 @@ import os
 import time
 from typing import IO
 
-from ..errors import OutputError, UsageError
+from ..errors import UsageError
 from ..events import IDLE
+from ..output.writer import NamedOutput
 from ..runtime.checkpoint import Checkpointer, CheckpointError
 from ..runtime.engine import Engine
 
@@ -68,8 +69,8 @@ class RunCheckpoints:
         self.delivered: list[int] | None = None       # per stream file source: items passed on
         self.sources: list = []                        # a live one may wait for checkpoints (commit)
         self.asking: list = []
-        self.output: IO[str] | None = None
-        self.dead_letter: IO[str] | None = None
+        self.output: NamedOutput | None = None
+        self.dead_letter: NamedOutput | None = None
         self.engine: Engine | None = None
         if self.body is not None:
             log.info("resuming from the checkpoint in %s (taken %s)", args.checkpoint, self.header.get("created"))
@@ -167,16 +168,12 @@ class RunCheckpoints:
         log.debug("checkpoint %d: %s bytes", self.checkpointer.taken, f"{self.checkpointer.last_size:,}")
 
 
-def _committed(file: IO[str] | None) -> int | None:
+def _committed(file: NamedOutput | None) -> int | None:
     """The length of a file once what was written is on disk (None: no file)."""
     if file is None:
         return None
     if not file.closed:
-        file.flush()
-        try:
-            os.fsync(file.fileno())
-        except OSError as error:
-            raise OutputError(f"cannot write {file.name}: {error.strerror or error}") from None
+        file.sync()
     return os.path.getsize(file.name)
 
 

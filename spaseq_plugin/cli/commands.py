@@ -35,7 +35,6 @@ import stat
 import sys
 import threading
 import time
-from typing import IO
 
 from .. import __version__
 from ..compiled import describe as describe_build
@@ -463,7 +462,7 @@ class _DeadLetter:
 
     def __init__(self, path: str | None, opener=None):
         self.path = path
-        self.file: IO[str] | None = None
+        self.file: NamedOutput | None = None
         self.opener = opener            # path -> file (--checkpoint: maybe one that goes on)
 
     def open(self) -> None:

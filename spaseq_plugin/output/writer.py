@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 from typing import IO
 
 import pyoxigraph as ox
@@ -46,28 +47,18 @@ class NamedOutput:
         self.name = getattr(file, "name", None)
 
     def write(self, text: str) -> int:
-        try:
-            return self.file.write(text)
-        except BrokenPipeError:
-            raise
-        except OSError as error:
-            raise self._failed(error) from None
+        return self._named(self.file.write, text)
 
     def flush(self) -> None:
-        try:
-            self.file.flush()
-        except BrokenPipeError:
-            raise
-        except OSError as error:
-            raise self._failed(error) from None
+        self._named(self.file.flush)
 
     def close(self) -> None:
-        try:
-            self.file.close()
-        except BrokenPipeError:
-            raise
-        except OSError as error:
-            raise self._failed(error) from None
+        self._named(self.file.close)
+
+    def sync(self) -> None:
+        """Flush, and wait until what was written is on disk."""
+        self._named(self.file.flush)
+        self._named(os.fsync, self.file.fileno())
 
     @property
     def closed(self) -> bool:
@@ -76,8 +67,13 @@ class NamedOutput:
     def fileno(self) -> int:
         return self.file.fileno()
 
-    def _failed(self, error: OSError) -> OutputError:
-        return OutputError(f"cannot write {self.what}: {error.strerror or error}")
+    def _named(self, action, *args):
+        try:
+            return action(*args)
+        except BrokenPipeError:
+            raise
+        except OSError as error:
+            raise OutputError(f"cannot write {self.what}: {error.strerror or error}") from None
 
 
 def events_json(result: Result) -> list[dict]:
