@@ -72,6 +72,29 @@ def test_an_output_that_cannot_be_written_is_named(files, args, redirect, named)
     assert "Traceback" not in p.stderr and "Exception ignored" not in p.stderr
 
 
+@pytest.mark.parametrize("args, said", [
+    (["--output", "s.trig"], "--output s.trig: that is also --stream S=s.trig"),
+    (["--dead-letter", "./s.trig"], "--dead-letter ./s.trig: that is also --stream S=s.trig"),
+    (["--output", "link.trig"], "--output link.trig: that is also --stream S=s.trig"),
+    (["--output", "select.rq"], "--output select.rq: that is also the query"),
+    (["--output", "new.jsonl", "--dead-letter", "new.jsonl"], "--dead-letter new.jsonl: that is also the --output file"),
+])
+def test_an_output_that_is_an_input_is_refused_before_anything_is_written(files, args, said):
+    """Opened for writing, the output would be empty before the run reads it: a typo would erase the input."""
+    (files / "link.trig").symlink_to(files / "s.trig")
+    p = spaseq("run", "select.rq", "--stream", "S=s.trig", *args, cwd=files)
+    assert p.returncode == 2
+    assert f"spaseq: {said}: give another file" in p.stderr.splitlines()
+    assert (files / "s.trig").read_text() == STREAM and "SELECT" in (files / "select.rq").read_text()
+    assert not (files / "new.jsonl").exists()
+
+
+def test_devices_may_be_both_outputs(files):
+    p = spaseq("run", "select.rq", "--stream", "S=s.trig", "--output", "/dev/null", "--dead-letter", "/dev/null",
+               cwd=files)
+    assert p.returncode == 0, p.stderr
+
+
 @pytest.mark.parametrize("fmt, expected", [
     ("csv", "time,a,b\n2020-01-01T00:00:03Z,http://example/a1,http://example/b2\n"),  # CRLF, read as text
     ("tsv", '?time\t?a\t?b\n"2020-01-01T00:00:03Z"^^<http://www.w3.org/2001/XMLSchema#dateTime>'

@@ -55,7 +55,7 @@ from ..output.writer import NamedOutput
 from ..plugins import call_configure, plugin_list, registry, result_sink, stream_source
 from ..spark.session import require_pyspark
 from ..runtime.checkpoint import DEFAULT_INTERVAL
-from ..streams.files import merge_streams, read_manifest_streams, skip_items, stream_file_format
+from ..streams.files import merge_streams, read_manifest, read_manifest_streams, skip_items, stream_file_format
 from ..streams.network import LiveOptions, StdinSource, parse_format
 from ..streams.reader import event_text
 from ..streams.reorder import ReorderBuffer, merge_arrival, parse_lateness
@@ -734,6 +734,7 @@ def _run(args) -> int:
     variables = [v if isinstance(v, str) else v.alias for v in compiled.projection]
     with as_usage_error(f"--format {fmt}"):
         check_format(fmt, construct=construct, variables=variables, with_events=args.events)
+    _check_outputs_are_not_inputs(args)
     start = _parse_start(args.start) if args.start else None
     checkpoints = RunCheckpoints(args, query_text, fmt) if args.checkpoint else None
     if checkpoints is not None and checkpoints.finished:
@@ -863,6 +864,39 @@ def _run(args) -> int:
     if stopped is not None:
         raise stopped
     return _interrupted_status(interrupted) if interrupted else EXIT_OK
+
+
+def _check_outputs_are_not_inputs(args) -> None:
+    """``--output`` and ``--dead-letter`` must be neither a file the run reads nor
+    each other: opening one for writing empties it before it is read (a typo
+    would erase a stream file, or mix results and rejections in one file)."""
+    outputs = [(flag, path) for flag, path in (("--output", args.output), ("--dead-letter", args.dead_letter))
+               if path]
+    if not outputs:
+        return
+    taken = [] if args.query == "-" else [("the query", args.query)]
+    taken += [(f"--stream {spec}", spec.partition("=")[2]) for spec in args.stream]
+    taken += [(f"--kb {spec}", spec.rpartition("=")[2]) for spec in args.kb]
+    for manifest in args.manifest:
+        taken.append((f"--manifest {manifest}", manifest))
+        with contextlib.suppress(SpaseqError, OSError, ValueError):     # (reading it later says what is wrong)
+            taken += [(f"a stream file of --manifest {manifest}", path) for _, path, _ in read_manifest(manifest)]
+    for flag, path in outputs:
+        for other, used in taken:
+            if _same_file(path, used):
+                raise UsageError(f"{flag} {path}: that is also {other}: give another file")
+        taken.append((f"the {flag} file", path))
+
+
+def _same_file(first: str, second: str) -> bool:
+    """Whether two paths name one regular file, or one file not made yet (devices such as
+    /dev/null may be shared)."""
+    try:
+        if os.path.exists(first) and os.path.exists(second):
+            return os.path.samefile(first, second) and os.path.isfile(first)
+    except OSError:
+        return False
+    return os.path.abspath(first) == os.path.abspath(second)
 
 
 def _summary(engine, elapsed: float, interrupted: KeyboardInterrupt | None, policy: str) -> None:
