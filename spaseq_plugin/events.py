@@ -149,6 +149,21 @@ def parse_timestamp(term: ox.Term) -> tuple[Time, bool]:
     return _in_range(Decimal(text), text, False), False
 
 
+def parse_time_text(text: str) -> tuple[Time, bool]:
+    """A time written as plain text (``spaseq run --start``): an xsd:dateTime, or
+    a number of seconds in an XSD form, read under the rules of
+    :func:`parse_timestamp` (the range, at most ``MAX_FRACTION_DIGITS``
+    digits after the point, no NaN or INF).  Raises ``ValueError`` saying
+    which rule the text breaks."""
+    text = text.strip(_XSD_SPACE)
+    if "T" in text:
+        return datetime_seconds(text), True
+    for form, datatype in ((INTEGER_FORM, "integer"), (DECIMAL_FORM, "decimal"), (DOUBLE_FORM, "double")):
+        if form.fullmatch(text):
+            return parse_timestamp(ox.Literal(text, datatype=ox.NamedNode(XSD + datatype)))
+    raise ValueError(f"not a number of seconds or an xsd:dateTime: {_show_text(text)}")
+
+
 def _check_form(form: re.Pattern, text: str, name: str) -> None:
     if not form.fullmatch(text):
         raise ValueError(f"not an XSD {name}: {_show_text(text)}")

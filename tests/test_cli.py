@@ -95,6 +95,36 @@ def test_devices_may_be_both_outputs(files):
     assert p.returncode == 0, p.stderr
 
 
+TUMBLING = """PREFIX : <http://example/>
+SELECT ?a ?b
+WITHIN 10 SECONDS TUMBLING
+FROM STREAM S <http://example.org/s>
+WHERE { SEQ (A ; B)
+  DEFINE GPM A ON S { ?a :kind "a" }
+  DEFINE GPM B ON S { ?b :kind "b" } }
+"""
+
+
+@pytest.mark.parametrize("start, said", [
+    ("nan", "not a number of seconds or an xsd:dateTime: 'nan'"),       # was an internal error
+    ("8_000", "not a number of seconds or an xsd:dateTime: '8_000'"),
+    ("1e400", "outside the representable range"),
+    ("0.0000000001", "more than 9 digits after the point"),
+    ("2024-02-30T00:00:00Z", "no such day"),
+])
+def test_start_is_read_as_stream_timestamps_are(files, start, said):
+    (files / "tumbling.rq").write_text(TUMBLING)
+    p = spaseq("run", "tumbling.rq", "--stream", "S=s.trig", "--start", start, cwd=files)
+    assert p.returncode == 2 and p.stdout == ""
+    assert p.stderr.startswith(f"spaseq: --start {start}: ") and said in p.stderr, p.stderr
+
+
+def test_start_on_a_query_without_tumbling_windows_is_a_warning(files):
+    p = spaseq("run", "select.rq", "--stream", "S=s.trig", "--start", "5", cwd=files)
+    assert p.returncode == 0
+    assert "spaseq: warning: --start 5: the query has no TUMBLING window; --start changes nothing" in p.stderr
+
+
 @pytest.mark.parametrize("fmt, expected", [
     ("csv", "time,a,b\n2020-01-01T00:00:03Z,http://example/a1,http://example/b2\n"),  # CRLF, read as text
     ("tsv", '?time\t?a\t?b\n"2020-01-01T00:00:03Z"^^<http://www.w3.org/2001/XMLSchema#dateTime>'

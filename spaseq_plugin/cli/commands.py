@@ -43,7 +43,7 @@ from ..language.limits import DEFAULT_MAX_NESTING, DEFAULT_SERVICE_TIMEOUT, Quer
 from ..runtime.engine import Engine, prepare_collector, query_warnings
 from ..runtime.nfa_runtime import DEFAULT_MAX_RUNS, DEFAULT_MAX_STATE_BYTES, POLICIES, StateLimits
 from ..errors import EventError, LimitError, QueryError, SpaseqError, StateLimitError, UsageError, as_usage_error
-from ..events import as_time, datetime_seconds, format_time
+from ..events import format_time, parse_time_text
 from ..evaluators.spectra import SpectraEvaluator
 from ..bench.runner import add_bench_parser
 from ..kb import KnowledgeBase
@@ -314,8 +314,8 @@ def _parser() -> argparse.ArgumentParser:
                           "bad clock does not make the rest of the stream out of order (e.g. 1d, 12h; "
                           "default 365d; none: no bound)")
     run.add_argument("--start", metavar="TIME",
-                     help="TUMBLING windows start here (a number or an xsd:dateTime) "
-                          "instead of at the first event")
+                     help="TUMBLING windows start here (a number of seconds or an xsd:dateTime, "
+                          "with the rules of stream timestamps) instead of at the first event")
     run.add_argument("--rate", metavar="R",
                      help="replay at R times the recorded pace (1 = real time, 10 = ten times faster; "
                           "max, the default: as fast as it can)")
@@ -736,6 +736,8 @@ def _run(args) -> int:
         check_format(fmt, construct=construct, variables=variables, with_events=args.events)
     _check_outputs_are_not_inputs(args)
     start = _parse_start(args.start) if args.start else None
+    if start is not None and not compiled.automaton.tumbling:
+        log.warning("--start %s: the query has no TUMBLING window; --start changes nothing", args.start)
     checkpoints = RunCheckpoints(args, query_text, fmt) if args.checkpoint else None
     if checkpoints is not None and checkpoints.finished:
         if not args.quiet:
@@ -968,10 +970,11 @@ def _spark_run(args, compiled: CompiledQuery, query_text: str, sources, kb_specs
 
 
 def _parse_start(text: str):
+    """``--start``: a time as stream timestamps are written (``events.parse_time_text``)."""
     try:
-        return as_time(text) if "T" not in text else datetime_seconds(text)
-    except (ArithmeticError, ValueError):
-        raise UsageError(f"--start {text}: not a number or an xsd:dateTime") from None
+        return parse_time_text(text)[0]
+    except ValueError as error:
+        raise UsageError(f"--start {text}: {error}") from None
 
 
 class _Progress:
