@@ -386,6 +386,16 @@ def test_huge_within_is_a_query_error(tmp_path):
         compile_query(query(within="11574075 DAYS"))
 
 
+def test_a_within_finer_than_a_nanosecond_is_a_query_error():
+    """Times are exact to the nanosecond; a finer window (or a tiny one, '0.' and
+    a million zeros) would end between two of them, rounded."""
+    for within in ("0.0000000001 SECONDS", "0." + "0" * 1_000_000 + "1 SECONDS", "0.0000001 MS"):
+        with pytest.raises(QueryError, match="finer than a nanosecond"):
+            compile_query(query(within=within))
+    assert compile_query(query(within="0.000000001 SECONDS")).window == Decimal("1E-9")
+    assert compile_query(query(within="1.0000000001 MINUTES")).window == Decimal("60.000000006")
+
+
 SEPARATOR_EVENTS = [event("s", 1, ':a1 :kind "a" .'), event("s", 2, ':b1 :kind "b" ; :label "x" .'),
                     event("s", 3, ':b2 :kind "b" ; :label "y" .')]
 

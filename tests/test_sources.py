@@ -539,12 +539,13 @@ def test_reorder_ties_keep_arrival_order_and_datetimes_work():
 
 
 @pytest.mark.parametrize("text, value", [("5", 5), ("2.5", Decimal("2.5")), ("500ms", Decimal("0.5")),
-                                         ("2min", 120), ("1h", 3600), (0, 0)])
+                                         ("2min", 120), ("1h", 3600), (0, 0),
+                                         ("0.000001ms", Decimal("1E-9"))])
 def test_parse_lateness(text, value):
     assert parse_lateness(text) == value
 
 
-@pytest.mark.parametrize("text", ["-1", "soon", "5 weeks"])
+@pytest.mark.parametrize("text", ["-1", "soon", "5 weeks", "0.0000000001", "0.0000001ms"])
 def test_parse_lateness_rejects(text):
     with pytest.raises(ValueError, match="--lateness"):
         parse_lateness(text)
