@@ -77,7 +77,8 @@ def test_an_output_that_cannot_be_written_is_named(files, args, redirect, named)
     (["--dead-letter", "./s.trig"], "--dead-letter ./s.trig: that is also --stream S=s.trig"),
     (["--output", "link.trig"], "--output link.trig: that is also --stream S=s.trig"),
     (["--output", "select.rq"], "--output select.rq: that is also the query"),
-    (["--output", "new.jsonl", "--dead-letter", "new.jsonl"], "--dead-letter new.jsonl: that is also the --output file"),
+    (["--output", "new.jsonl", "--dead-letter", "new.jsonl"],
+     "--dead-letter new.jsonl: that is also the --output file"),
 ])
 def test_an_output_that_is_an_input_is_refused_before_anything_is_written(files, args, said):
     """Opened for writing, the output would be empty before the run reads it: a typo would erase the input."""
@@ -87,6 +88,12 @@ def test_an_output_that_is_an_input_is_refused_before_anything_is_written(files,
     assert f"spaseq: {said}: give another file" in p.stderr.splitlines()
     assert (files / "s.trig").read_text() == STREAM and "SELECT" in (files / "select.rq").read_text()
     assert not (files / "new.jsonl").exists()
+
+
+def test_explain_svg_onto_the_query_is_refused(files):
+    p = spaseq("explain", "select.rq", "--svg", "./select.rq", cwd=files)
+    assert p.returncode == 2 and "spaseq: --svg ./select.rq: that is also the query: give another file" in p.stderr
+    assert "SELECT" in (files / "select.rq").read_text()
 
 
 def test_devices_may_be_both_outputs(files):

@@ -214,6 +214,20 @@ def test_load_errors(tmp_path, dumps, capsys):
         del held
 
 
+def test_rejects_that_name_a_dump_are_refused_before_it_is_read(tmp_path, dumps, capsys, monkeypatch):
+    """Opened for writing at the first bad line, the rejects file emptied the dump being read."""
+    monkeypatch.chdir(tmp_path)
+    store = f"oxigraph:{tmp_path / 'store'}"
+    plain = tmp_path / "dumps" / "plain.nq"
+    before = plain.read_bytes()
+    for args, said in [([str(plain), "--rejects", str(plain)], f"--rejects {plain}: that is also the dump {plain}"),
+                       ([str(tmp_path / "dumps"), "--rejects", "dumps/plain.nq"], "--rejects dumps/plain.nq: "
+                                                                                    f"that is also the dump {plain}")]:
+        code, err = load(capsys, *args, "--into", store)
+        assert code == 2 and f"spaseq: {said}: give another file" in err, err
+    assert plain.read_bytes() == before and not (tmp_path / "store").exists()
+
+
 def test_spark_that_cannot_start_is_a_clear_error(tmp_path, dumps, capsys, monkeypatch):
     from spaseq_plugin.errors import SpaseqError
     from spaseq_plugin.spark import load as spark_load

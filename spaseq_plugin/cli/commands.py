@@ -48,6 +48,7 @@ from ..evaluators.spectra import SpectraEvaluator
 from ..bench.runner import add_bench_parser
 from ..kb import KnowledgeBase
 from .checkpointing import HeaderDiscarded, RunCheckpoints
+from .paths import check_writes
 from .kb_commands import add_kb_parser
 from ..language.nfa import automaton_svg
 from ..output.formats import FORMATS, check_format
@@ -554,6 +555,8 @@ def _explain(args) -> int:
     for warning in (query_warnings(compiled, kb) if kb is not None else compiled.warnings):
         log.warning(warning)
     if args.svg:
+        if args.query != "-":
+            check_writes([("--svg", args.svg)], [("the query", args.query)])
         with as_usage_error(f"--svg {args.svg}"):
             with open(args.svg, "w", encoding="utf-8") as f:
                 f.write(automaton_svg(compiled.automaton))
@@ -870,35 +873,19 @@ def _run(args) -> int:
 
 def _check_outputs_are_not_inputs(args) -> None:
     """``--output`` and ``--dead-letter`` must be neither a file the run reads nor
-    each other: opening one for writing empties it before it is read (a typo
-    would erase a stream file, or mix results and rejections in one file)."""
+    each other (``paths.check_writes``)."""
     outputs = [(flag, path) for flag, path in (("--output", args.output), ("--dead-letter", args.dead_letter))
                if path]
     if not outputs:
         return
-    taken = [] if args.query == "-" else [("the query", args.query)]
-    taken += [(f"--stream {spec}", spec.partition("=")[2]) for spec in args.stream]
-    taken += [(f"--kb {spec}", spec.rpartition("=")[2]) for spec in args.kb]
+    inputs = [] if args.query == "-" else [("the query", args.query)]
+    inputs += [(f"--stream {spec}", spec.partition("=")[2]) for spec in args.stream]
+    inputs += [(f"--kb {spec}", spec.rpartition("=")[2]) for spec in args.kb]
     for manifest in args.manifest:
-        taken.append((f"--manifest {manifest}", manifest))
+        inputs.append((f"--manifest {manifest}", manifest))
         with contextlib.suppress(SpaseqError, OSError, ValueError):     # (reading it later says what is wrong)
-            taken += [(f"a stream file of --manifest {manifest}", path) for _, path, _ in read_manifest(manifest)]
-    for flag, path in outputs:
-        for other, used in taken:
-            if _same_file(path, used):
-                raise UsageError(f"{flag} {path}: that is also {other}: give another file")
-        taken.append((f"the {flag} file", path))
-
-
-def _same_file(first: str, second: str) -> bool:
-    """Whether two paths name one regular file, or one file not made yet (devices such as
-    /dev/null may be shared)."""
-    try:
-        if os.path.exists(first) and os.path.exists(second):
-            return os.path.samefile(first, second) and os.path.isfile(first)
-    except OSError:
-        return False
-    return os.path.abspath(first) == os.path.abspath(second)
+            inputs += [(f"a stream file of --manifest {manifest}", path) for _, path, _ in read_manifest(manifest)]
+    check_writes(outputs, inputs)
 
 
 def _summary(engine, elapsed: float, interrupted: KeyboardInterrupt | None, policy: str) -> None:

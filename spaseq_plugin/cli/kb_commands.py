@@ -56,6 +56,7 @@ from ..kb import KnowledgeBase, store_scheme
 from ..stores.loading import (QUAD_FORMATS, OxigraphLoader, RejectsFile, _rate, expand_inputs,
                               keep_filter_for, load_in_process)
 from ..spark.session import require_pyspark
+from .paths import check_writes
 from ..stores.oxigraph import rdf_format
 from ..stores.sparql_endpoint import EndpointHttpError, serialize_solutions
 
@@ -163,6 +164,9 @@ def cmd_load(args, err: IO[str] | None = None) -> int:
             if rdf_format(path) in QUAD_FORMATS:
                 raise UsageError(f"--graph {args.graph}: {path} names its own graphs "
                                  "(--graph puts the triples of N-Triples and Turtle files into one graph)")
+    rejects_path = getattr(args, "rejects", None) or default_rejects_path(args.into)
+    check_writes([("--rejects", rejects_path)], [(f"the dump {path}", path) for path in files]
+                 + [(f"--only-for {query}", query) for query in getattr(args, "only_for", None) or ()])
     keep = None
     if getattr(args, "only_for", None):
         with as_usage_error("--only-for"):
@@ -170,7 +174,7 @@ def cmd_load(args, err: IO[str] | None = None) -> int:
         say(f"--only-for keeps {keep.describe()}")
     with as_usage_error(f"--into {args.into}"):
         loader = open_loader(args.into)
-    rejects = RejectsFile(getattr(args, "rejects", None) or default_rejects_path(args.into))
+    rejects = RejectsFile(rejects_path)
     started = time.monotonic()
     try:
         size_before = loader.size()

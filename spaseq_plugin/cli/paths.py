@@ -1,0 +1,33 @@
+"""Files a command reads and files it writes must differ: opened for writing,
+an output is emptied before anything reads it, so a typo (``--output`` naming
+the stream file) would erase the input.  :func:`check_writes` refuses such a
+command line before anything is opened."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Iterable
+
+from ..errors import UsageError
+
+
+def same_file(first: str, second: str) -> bool:
+    """Whether two paths name one regular file, or one file not made yet (symlinks
+    and relative paths resolved; devices such as /dev/null may be shared)."""
+    try:
+        if os.path.exists(first) and os.path.exists(second):
+            return os.path.samefile(first, second) and os.path.isfile(first)
+    except OSError:
+        return False
+    return os.path.abspath(first) == os.path.abspath(second)
+
+
+def check_writes(outputs: Iterable[tuple[str, str]], inputs: Iterable[tuple[str, str]]) -> None:
+    """Raise ``UsageError`` if an output (``(flag, path)``) is one of the inputs
+    (``(what, path)``) or an earlier output."""
+    taken = list(inputs)
+    for flag, path in outputs:
+        for other, used in taken:
+            if same_file(path, used):
+                raise UsageError(f"{flag} {path}: that is also {other}: give another file")
+        taken.append((f"the {flag} file", path))
