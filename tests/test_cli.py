@@ -78,7 +78,7 @@ def test_an_output_that_cannot_be_written_is_named(files, args, redirect, named)
     (["--output", "link.trig"], "--output link.trig: that is also --stream S=s.trig"),
     (["--output", "select.rq"], "--output select.rq: that is also the query"),
     (["--output", "new.jsonl", "--dead-letter", "new.jsonl"],
-     "--dead-letter new.jsonl: that is also the --output file"),
+     "--dead-letter new.jsonl: that is also the file of --output new.jsonl"),
 ])
 def test_an_output_that_is_an_input_is_refused_before_anything_is_written(files, args, said):
     """Opened for writing, the output would be empty before the run reads it: a typo would erase the input."""
@@ -88,6 +88,26 @@ def test_an_output_that_is_an_input_is_refused_before_anything_is_written(files,
     assert f"spaseq: {said}: give another file" in p.stderr.splitlines()
     assert (files / "s.trig").read_text() == STREAM and "SELECT" in (files / "select.rq").read_text()
     assert not (files / "new.jsonl").exists()
+
+
+def test_a_format_as_a_sink_writes_a_file_beside_the_output(files):
+    """--sink csv:FILE (any output format by name) writes FILE as --format csv would; it was an
+    internal error (the format's writer was given the file name as a stream)."""
+    p = spaseq("run", "select.rq", "--stream", "S=s.trig", "--sink", "csv:also.csv", "--sink", "tsv:also.tsv",
+               cwd=files)
+    assert p.returncode == 0, p.stderr
+    for fmt in ("csv", "tsv"):
+        alone = spaseq("run", "select.rq", "--stream", "S=s.trig", "--format", fmt, cwd=files)
+        assert (files / f"also.{fmt}").read_text() == alone.stdout
+    assert len(p.stdout.splitlines()) == 1                      # (the output, in jsonl, as without sinks)
+    for args, said in [
+        (["--sink", "trig:x.trig"], "--sink trig:x.trig: --format trig is for CONSTRUCT queries"),
+        (["--sink", "csv:s.trig"], "--sink csv:s.trig: that is also --stream S=s.trig: give another file"),
+        (["--sink", "csv:x.csv", "--checkpoint", "state"], "--sink csv:x.csv: a file sink is not cut back"),
+    ]:
+        p = spaseq("run", "select.rq", "--stream", "S=s.trig", *args, cwd=files)
+        assert p.returncode == 2 and p.stderr.startswith(f"spaseq: {said}"), p.stderr
+    assert (files / "s.trig").read_text() == STREAM and not (files / "x.trig").exists()
 
 
 def test_explain_svg_onto_the_query_is_refused(files):

@@ -297,7 +297,8 @@ def _parser() -> argparse.ArgumentParser:
                      help="output format (default: jsonl for SELECT, trig for CONSTRUCT)")
     run.add_argument("--output", "-o", metavar="FILE", help="write results here instead of stdout")
     run.add_argument("--sink", action="append", default=[], metavar="NAME:LOCATION",
-                     help="also send results to a sink plugin (e.g. mqtt:..., webhook:...); see 'spaseq plugins'")
+                     help="also send results to a sink plugin (e.g. mqtt:..., webhook:...), or write them to "
+                          "a file in a format too (csv:FILE, jsonl:FILE...); see 'spaseq plugins'")
     run.add_argument("--events", action="store_true",
                      help="add each result's events (stream, time, graph): a key in jsonl, "
                           "a last column 'events' (JSON) in csv, tsv and json")
@@ -556,7 +557,7 @@ def _explain(args) -> int:
         log.warning(warning)
     if args.svg:
         if args.query != "-":
-            check_writes([("--svg", args.svg)], [("the query", args.query)])
+            check_writes([(f"--svg {args.svg}", args.svg)], [("the query", args.query)])
         with as_usage_error(f"--svg {args.svg}"):
             with open(args.svg, "w", encoding="utf-8") as f:
                 f.write(automaton_svg(compiled.automaton))
@@ -737,7 +738,7 @@ def _run(args) -> int:
     variables = [v if isinstance(v, str) else v.alias for v in compiled.projection]
     with as_usage_error(f"--format {fmt}"):
         check_format(fmt, construct=construct, variables=variables, with_events=args.events)
-    _check_outputs_are_not_inputs(args)
+    _check_outputs(args, construct, variables)
     start = _parse_start(args.start) if args.start else None
     if start is not None and not compiled.automaton.tumbling:
         log.warning("--start %s: the query has no TUMBLING window; --start changes nothing", args.start)
@@ -798,7 +799,13 @@ def _run(args) -> int:
         for spec in args.sink:
             name, _, location = spec.partition(":")
             with as_usage_error(f"--sink {spec}"):
-                writers.append(result_sink(name).open(location, variables, {}))
+                sink = result_sink(name)
+                if sink.file_like:          # (a format: --sink csv:FILE writes FILE too)
+                    file = NamedOutput(open(location, "w", encoding="utf-8"), f"the results to {location}")
+                    opened.callback(file.close)
+                    writers.append(sink.open(file, variables, {"with_events": args.events}))
+                else:
+                    writers.append(sink.open(location, variables, {}))
         # (last: a usage error must leave an existing dead-letter file alone)
         dead = _DeadLetter(args.dead_letter, None if checkpoints is None else
                            lambda path: checkpoints.open_file(path, "dead_letter")[0])
@@ -871,11 +878,24 @@ def _run(args) -> int:
     return _interrupted_status(interrupted) if interrupted else EXIT_OK
 
 
-def _check_outputs_are_not_inputs(args) -> None:
-    """``--output`` and ``--dead-letter`` must be neither a file the run reads nor
-    each other (``paths.check_writes``)."""
-    outputs = [(flag, path) for flag, path in (("--output", args.output), ("--dead-letter", args.dead_letter))
-               if path]
+def _check_outputs(args, construct: bool, variables: list[str]) -> None:
+    """File sinks (``--sink csv:FILE``) must be in a format for the query's results;
+    they, ``--output`` and ``--dead-letter`` must be neither a file the run reads
+    nor each other (``paths.check_writes``)."""
+    outputs = [(f"{flag} {path}", path) for flag, path in (("--output", args.output),
+                                                           ("--dead-letter", args.dead_letter)) if path]
+    for spec in args.sink:
+        name, _, location = spec.partition(":")
+        with as_usage_error(f"--sink {spec}"):
+            if result_sink(name).file_like:
+                try:
+                    check_format(name, construct=construct, variables=variables, with_events=args.events)
+                except UsageError as error:     # (it names --format)
+                    raise UsageError(f"--sink {spec}: {error}") from None
+                if args.checkpoint:
+                    raise UsageError(f"--sink {spec}: a file sink is not cut back to a checkpoint when the run "
+                                     "starts again; with --checkpoint, write the file with --output")
+                outputs.append((f"--sink {spec}", location))
     if not outputs:
         return
     inputs = [] if args.query == "-" else [("the query", args.query)]

@@ -165,7 +165,7 @@ def cmd_load(args, err: IO[str] | None = None) -> int:
                 raise UsageError(f"--graph {args.graph}: {path} names its own graphs "
                                  "(--graph puts the triples of N-Triples and Turtle files into one graph)")
     rejects_path = getattr(args, "rejects", None) or default_rejects_path(args.into)
-    check_writes([("--rejects", rejects_path)], [(f"the dump {path}", path) for path in files]
+    check_writes([(f"--rejects {rejects_path}", rejects_path)], [(f"the dump {path}", path) for path in files]
                  + [(f"--only-for {query}", query) for query in getattr(args, "only_for", None) or ()])
     keep = None
     if getattr(args, "only_for", None):

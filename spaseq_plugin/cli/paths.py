@@ -23,11 +23,11 @@ def same_file(first: str, second: str) -> bool:
 
 
 def check_writes(outputs: Iterable[tuple[str, str]], inputs: Iterable[tuple[str, str]]) -> None:
-    """Raise ``UsageError`` if an output (``(flag, path)``) is one of the inputs
-    (``(what, path)``) or an earlier output."""
+    """Raise ``UsageError`` if an output (``(argument, path)``, the argument as written:
+    ``--output out.jsonl``) is one of the inputs (``(what, path)``) or an earlier output."""
     taken = list(inputs)
-    for flag, path in outputs:
+    for argument, path in outputs:
         for other, used in taken:
             if same_file(path, used):
-                raise UsageError(f"{flag} {path}: that is also {other}: give another file")
-        taken.append((f"the {flag} file", path))
+                raise UsageError(f"{argument}: that is also {other}: give another file")
+        taken.append((f"the file of {argument}", path))
