@@ -38,9 +38,17 @@ def rdf_format(path: str) -> ox.RdfFormat:
 
 
 def open_rdf_file(path: str):
-    """A binary stream of an RDF file, decompressed when it ends in .gz or .bz2."""
+    """A binary stream of an RDF file, decompressed when it ends in .gz or .bz2, past
+    the UTF-8 byte order mark that may start it (editors on Windows write one, and
+    pyoxigraph takes it for a term)."""
     opener = COMPRESSED.get(os.path.splitext(path)[1].lower(), open)
-    return opener(path, "rb")
+    stream = opener(path, "rb")
+    if stream.peek(len(_BYTE_ORDER_MARK))[:len(_BYTE_ORDER_MARK)] == _BYTE_ORDER_MARK:
+        stream.read(len(_BYTE_ORDER_MARK))
+    return stream
+
+
+_BYTE_ORDER_MARK = "\ufeff".encode()
 
 
 class OxigraphKB(KnowledgeBase):

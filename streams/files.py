@@ -228,7 +228,7 @@ def read_manifest(path: str) -> list[tuple[str, str, int]]:
     """
     base = os.path.dirname(path)
     entries = []
-    with open(path, encoding="utf-8") as f:
+    with open(path, encoding="utf-8-sig") as f:       # (-sig: past a byte order mark)
         for number, text in enumerate(f, start=1):
             if not text.strip() or text.lstrip().startswith("#"):
                 continue
@@ -352,6 +352,8 @@ def _lines(path: str, where: str, span: tuple[int, int, int] | None = None
     rest = b""
     skipping = 0            # bytes of a line too long, so far
     for chunk in chunks:
+        if number == 1 and not rest:
+            chunk = reader.without_byte_order_mark(chunk)
         if skipping:
             newline = chunk.find(b"\n")
             if newline < 0:

@@ -175,6 +175,7 @@ FAST_BYTES_AFTER_ERROR = 1 << 12    # ...and the least, after one that was not r
 #: turn it off to compare with the careful reading, which must give exactly
 #: the same.
 FAST = True
+_BYTE_ORDER_MARK = "\ufeff".encode()
 
 _TOKEN_LIMIT = 16 << 20             # pyoxigraph's buffer: a longer term raises MemoryError
 
@@ -211,9 +212,16 @@ class EventReader:
         self.assembler = _Assembler(where, stream)
         self.order = order
         self.size = FAST_BYTES
+        self.at_start = first_line == 1         # (a byte order mark may come first)
 
     def feed(self, chunk: bytes) -> list[Event | EventError]:
         raise NotImplementedError
+
+    def _text_of(self, chunk: bytes) -> bytes:
+        if self.at_start and chunk:
+            self.at_start = False
+            return without_byte_order_mark(chunk)
+        return chunk
 
     def pause(self) -> list[Event | EventError]:
         """The sender paused: the graph being read is complete."""
@@ -254,6 +262,7 @@ class _TrigReader(EventReader):
         self.long_line: tuple[int, int, str | None] | None = None   # dropping one: (line, bytes, graph)
 
     def feed(self, chunk: bytes) -> list[Event | EventError]:
+        chunk = self._text_of(chunk)
         if self.long_line is not None:
             chunk = self._skip_long_line(chunk)
         if chunk:
@@ -371,6 +380,7 @@ class _NQuadsReader(EventReader):
         self.long_line: tuple[int, int] | None = None   # dropping one: (its number, bytes so far)
 
     def feed(self, chunk: bytes) -> list[Event | EventError]:
+        chunk = self._text_of(chunk)
         if self.long_line is not None:
             chunk = self._skip_long_line(chunk)
         if chunk:
@@ -453,6 +463,13 @@ class _NQuadsReader(EventReader):
         take = self.assembler.take
         for item in parse_line_batch(_significant_lines(text, first), ox.RdfFormat.N_QUADS, self.where):
             take(item if isinstance(item, EventError) else _Unit(item[0], [item[1]]))
+
+
+def without_byte_order_mark(start: bytes) -> bytes:
+    """The start of a text without the UTF-8 byte order mark that may begin it: editors
+    on Windows write one, and the RDF parsers take it for a term (every event of a TriG
+    file behind its first statement was lost)."""
+    return start[len(_BYTE_ORDER_MARK):] if start.startswith(_BYTE_ORDER_MARK) else start
 
 
 def _without_gc(read) -> None:

@@ -335,3 +335,37 @@ def test_control_characters_are_escaped_in_messages(tmp_path):
     assert len(rejected) == 2
     assert not any(ch in process.stderr for ch in "\x1b\x07\u202e")
     assert "\\x1b" in rejected[0] and "\\u202e" in rejected[0]
+
+
+# -- a byte order mark ------------------------------------------------------------------
+
+BOM = "\ufeff".encode()
+PREFIXED_TRIG = f"@prefix : <{EX}> .\n" + "".join(
+    f':e{i} {PROV} "{i}"^^{INTEGER} .\n:e{i} {{ :x{i} :v "v{i}" . }}\n' for i in range(1, 4))
+
+
+@pytest.mark.parametrize("name, data", [
+    ("s.trig", BOM + PREFIXED_TRIG.encode()),           # the prefix line first: all events were lost
+    ("s.nq", BOM + "".join(nquads_event(i) for i in range(1, 4)).encode()),
+    ("s.trig.gz", gzip.compress(BOM + PREFIXED_TRIG.encode())),
+])
+def test_a_byte_order_mark_starting_a_stream_file_is_not_text(tmp_path, name, data):
+    """Editors on Windows start UTF-8 files with U+FEFF; pyoxigraph takes it for a term."""
+    results, rejected, _, process = run(tmp_path, name, data)
+    assert process.returncode == 0 and not rejected, process.stderr
+    assert values(results) == ["v1", "v2", "v3"]
+
+
+def test_a_byte_order_mark_in_the_query_the_kb_stdin_and_a_manifest(tmp_path):
+    (tmp_path / "q.rq").write_bytes(BOM + QUERY.replace("?x :v ?v", "?x :v ?v . GRAPH :g { ?x :ok true }").encode())
+    (tmp_path / "kb.ttl").write_bytes(BOM + f"@prefix : <{EX}> .\n:x1 :ok true .\n:x2 :ok true .\n".encode())
+    process = subprocess.run(SPASEQ + ["run", "q.rq", "--stream", "S=-", "--kb", f"{EX}g=kb.ttl"], cwd=tmp_path,
+                             input=BOM + PREFIXED_TRIG.encode(), capture_output=True, timeout=120)
+    assert process.returncode == 0 and b" 0 rejected;" in process.stderr, process.stderr
+    assert values([json.loads(line) for line in process.stdout.splitlines()]) == ["v1", "v2"]
+    (tmp_path / "a.nt").write_bytes(BOM + f'<{EX}x1> <{EX}v> "v1" .\n<{EX}x2> <{EX}v> "v2" .\n'.encode())
+    (tmp_path / "m.txt").write_bytes(BOM + f"<{S}> <./a.nt> 1\n".encode())
+    (tmp_path / "plain.rq").write_text(QUERY)
+    process = spaseq("run", str(tmp_path / "plain.rq"), "--manifest", str(tmp_path / "m.txt"))
+    assert process.returncode == 0 and " 0 rejected;" in process.stderr, process.stderr
+    assert values([json.loads(line) for line in process.stdout.splitlines()]) == ["v1", "v2"]

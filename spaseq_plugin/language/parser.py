@@ -59,6 +59,8 @@ def parse_query(text: str, max_nesting: int = DEFAULT_MAX_NESTING) -> Query:
     grammar reads the text (GPM bodies are measured in more detail by
     :func:`~spaseq_plugin.language.gpm.analyse_gpm`).
     """
+    if text.startswith(_BYTE_ORDER_MARK):    # (Windows editors write one; it is not text)
+        text = text[1:]
     surrogate = _SURROGATE.search(text)
     if surrogate is not None:         # (only from Python: files are read as UTF-8)
         before = text[:surrogate.start()]
@@ -84,6 +86,7 @@ def parse_query(text: str, max_nesting: int = DEFAULT_MAX_NESTING) -> Query:
 
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
+_BYTE_ORDER_MARK = "\ufeff"
 
 
 def _pos(node: Tree | Token) -> Pos:
