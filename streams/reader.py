@@ -212,16 +212,23 @@ class EventReader:
         self.assembler = _Assembler(where, stream)
         self.order = order
         self.size = FAST_BYTES
-        self.at_start = first_line == 1         # (a byte order mark may come first)
+        self.at_start = first_line == 1         # (a byte order mark may come first...)
+        self.head = b""                         # (...split across chunks)
 
     def feed(self, chunk: bytes) -> list[Event | EventError]:
         raise NotImplementedError
 
     def _text_of(self, chunk: bytes) -> bytes:
-        if self.at_start and chunk:
-            self.at_start = False
-            return without_byte_order_mark(chunk)
-        return chunk
+        """The text in ``chunk``: at the start, without a byte order mark (bytes that may
+        begin one are held until the next chunk tells)."""
+        if not self.at_start:
+            return chunk
+        head = self.head + chunk
+        if len(head) < len(_BYTE_ORDER_MARK) and _BYTE_ORDER_MARK.startswith(head):
+            self.head = head
+            return b""
+        self.at_start, self.head = False, b""
+        return without_byte_order_mark(head)
 
     def pause(self) -> list[Event | EventError]:
         """The sender paused: the graph being read is complete."""
@@ -299,7 +306,7 @@ class _TrigReader(EventReader):
             self._skip_long_line(b"\n")
         if truncated is None:
             # A last newline makes the last line complete; it changes nothing in TriG.
-            splitter.add(b"\n")
+            splitter.add(self._text_of(b"\n"))
             self._read()
             if item := splitter.finish():
                 self._take(self.parser.parse(item))

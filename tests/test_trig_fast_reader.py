@@ -39,6 +39,7 @@ from spaseq_plugin.streams.files import read_stream_file
 
 S = "http://example.org/s"
 PROV = "<http://www.w3.org/ns/prov#generatedAtTime>"
+BYTE_ORDER_MARK = "\ufeff".encode()
 XSD = "http://www.w3.org/2001/XMLSchema#"
 
 # -- the grammar ---------------------------------------------------------------
@@ -209,7 +210,7 @@ def trig_files(draw) -> bytes:
             lines[index] = line.replace("{t}", str(time)).replace("{t:02d}", f"{time:02d}")
     newline = draw(st.sampled_from(["\n"] * 5 + ["\r\n"]))
     text = newline.join(lines) + draw(st.sampled_from([newline, ""]))
-    return text.encode()
+    return draw(st.sampled_from([b""] * 9 + [BYTE_ORDER_MARK])) + text.encode()
 
 
 # -- reading -------------------------------------------------------------------
@@ -374,3 +375,21 @@ def test_a_large_statement_is_read_without_holding_its_quads_and_triples_togethe
     [event] = events
     assert len(event.triples) == n + 1
     assert peak < 2 * kept, (peak / n, kept / n)
+
+
+@given(st.one_of(trig_files().map(lambda data: ("s.trig", data)), nquads_files().map(lambda data: ("s.nq", data))),
+       CHUNKS, st.booleans())
+def test_a_byte_order_mark_changes_nothing(file, chunk, fast):
+    """A file that starts with a byte order mark reads as the same file without it,
+    also when the mark is split across chunks (of 1 or 3 bytes)."""
+    name, data = file
+    data = data.removeprefix(BYTE_ORDER_MARK)
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, name)
+        read = []
+        for text in (data, BYTE_ORDER_MARK + data):
+            with open(path, "wb") as f:
+                f.write(text)
+            with mock.patch.object(files, "_CHUNK_BYTES", chunk):
+                read.append(outcome(path, fast))
+    assert read[0] == read[1]
