@@ -434,7 +434,7 @@ class OxigraphLoader:
         try:
             os.makedirs(path, exist_ok=True)
             self.store = ox.Store(path)
-        except OSError as e:
+        except (OSError, RuntimeError) as e:       # (RuntimeError: RocksDB finds the store corrupt)
             if "lock" in str(e).lower():
                 raise SpaseqError(f"the Oxigraph store at {path} is open for writing in another process "
                                   "(a running 'spaseq kb load' or another program); wait for it to finish "

@@ -51,6 +51,16 @@ def open_rdf_file(path: str):
 _BYTE_ORDER_MARK = "\ufeff".encode()
 
 
+def read_only_store(path: str) -> ox.Store:
+    """The Oxigraph store in directory ``path``, opened read-only."""
+    if not os.path.isdir(path):
+        raise SpaseqError(f"no Oxigraph store at {path}")
+    try:
+        return ox.Store.read_only(path)
+    except (OSError, RuntimeError) as e:       # (RuntimeError: RocksDB finds the store corrupt)
+        raise SpaseqError(f"cannot open the Oxigraph store at {path}: {e}") from None
+
+
 class OxigraphKB(KnowledgeBase):
     """A KB in a pyoxigraph Store."""
 
@@ -62,12 +72,7 @@ class OxigraphKB(KnowledgeBase):
     @classmethod
     def open_dir(cls, path: str) -> "OxigraphKB":
         """An on-disk store, opened read-only: several queries (processes) may share it."""
-        if not os.path.isdir(path):
-            raise SpaseqError(f"no Oxigraph store at {path}")
-        try:
-            return cls(ox.Store.read_only(path), path=path)
-        except OSError as e:
-            raise SpaseqError(f"cannot open the Oxigraph store at {path}: {e}") from None
+        return cls(read_only_store(path), path=path)
 
     def load(self, path: str, graph: str | None = None) -> None:
         """Load an RDF file (optionally gzipped) into this (in-memory) KB."""

@@ -43,6 +43,7 @@ from ..hookspecs import KbStore, hookimpl
 from ..kb import KnowledgeBase, parse_kb_spec
 from ..rdflib_terms import ox_to_rdflib, rdflib_to_ox
 from .loading import BATCH, OxigraphLoader, RdfFileReader
+from .oxigraph import read_only_store
 
 XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
 
@@ -198,12 +199,7 @@ def open_location(location: str) -> RdflibKB:
         from oxrdflib import OxigraphStore
         if not configuration:
             return RdflibKB(Dataset(store=OxigraphStore()), description="rdflib Oxigraph store in memory")
-        if not os.path.isdir(configuration):
-            raise SpaseqError(f"no Oxigraph store at {configuration}")
-        try:
-            inner = ox.Store.read_only(configuration)
-        except OSError as e:
-            raise SpaseqError(f"cannot open the Oxigraph store at {configuration}: {e}") from None
+        inner = read_only_store(configuration)
         return RdflibKB(Dataset(store=OxigraphStore(store=inner)),
                         description=f"rdflib Oxigraph store at {configuration} (read-only)")
     plugin_class = _store_plugin(name)

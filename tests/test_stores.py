@@ -479,6 +479,17 @@ def test_kb_load_refusals(tmp_path, capsys, kb_file):
     assert code == 2 and "missing.nt: no such file" in err
 
 
+def test_a_corrupt_oxigraph_store_is_a_clear_error(tmp_path, capsys, kb_file):
+    """RocksDB's own error (a RuntimeError) was an internal error."""
+    store = tmp_path / "store"
+    store.mkdir()
+    (store / "CURRENT").write_text("not a manifest name\n")
+    for args in (["kb", "query", f"oxigraph:{store}", "ASK {}"], ["kb", "query", f"rdflib:Oxigraph:{store}", "ASK {}"],
+                 ["kb", "load", kb_file, "--into", f"oxigraph:{store}"]):
+        code, out, err = kb_cli(*args, capsys=capsys)
+        assert code in (1, 2) and f"cannot open the Oxigraph store at {store}" in err and "internal" not in err, err
+
+
 @pytest.mark.parametrize("backend", ["oxigraph-disk", "rdflib-oxigraph", "rdflib-memory", "sparql-virtuoso"])
 def test_kb_query_formats(backend, kbs, capsys):
     spec = kbs(backend).spec                     # builds the store (or loads Virtuoso)

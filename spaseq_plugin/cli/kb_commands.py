@@ -138,6 +138,7 @@ def open_loader(spec: str):
     raise UsageError(f"--into {spec}: spaseq kb load cannot write to {scheme}: stores "
                      "(it loads oxigraph: and rdflib: stores)")
 
+
 def default_rejects_path(spec: str) -> str:
     """``oxigraph:DIR`` and ``rdflib:NAME:DIR`` -> ``DIR.rejects``, beside the store."""
     location = spec.split(":", 1)[1]
@@ -164,9 +165,9 @@ def cmd_load(args, err: IO[str] | None = None) -> int:
             if rdf_format(path) in QUAD_FORMATS:
                 raise UsageError(f"--graph {args.graph}: {path} names its own graphs "
                                  "(--graph puts the triples of N-Triples and Turtle files into one graph)")
-    rejects_path = getattr(args, "rejects", None) or default_rejects_path(args.into)
-    check_writes([(f"--rejects {rejects_path}", rejects_path)], [(f"the dump {path}", path) for path in files]
-                 + [(f"--only-for {query}", query) for query in getattr(args, "only_for", None) or ()])
+    if getattr(args, "rejects", None):        # (the default, STORE.rejects, is no RDF file)
+        check_writes([(f"--rejects {args.rejects}", args.rejects)], [(f"the dump {path}", path) for path in files]
+                     + [(f"--only-for {query}", query) for query in getattr(args, "only_for", None) or ()])
     keep = None
     if getattr(args, "only_for", None):
         with as_usage_error("--only-for"):
@@ -174,7 +175,7 @@ def cmd_load(args, err: IO[str] | None = None) -> int:
         say(f"--only-for keeps {keep.describe()}")
     with as_usage_error(f"--into {args.into}"):
         loader = open_loader(args.into)
-    rejects = RejectsFile(rejects_path)
+    rejects = RejectsFile(getattr(args, "rejects", None) or default_rejects_path(args.into))
     started = time.monotonic()
     try:
         size_before = loader.size()
