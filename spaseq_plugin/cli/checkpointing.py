@@ -51,8 +51,8 @@ class RunCheckpoints:
             raise UsageError("--checkpoint is for --engine stream (a Spark run reads archived files: run it "
                              "again)")
         if fmt == "json":
-            raise UsageError("--checkpoint: --format json writes one document when the run ends; use jsonl, "
-                             "csv or tsv, whose results are written as they come")
+            raise UsageError("--checkpoint: --format json writes one document, whole only when the run ends; "
+                             "use jsonl, csv or tsv, which a restarted run can go on writing")
         arguments = {name: getattr(args, name, None) for name in _RESULT_ARGUMENTS}
         arguments["format"] = fmt
         try:

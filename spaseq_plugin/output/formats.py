@@ -77,25 +77,35 @@ class DelimitedWriter(Writer):
 
 
 class SparqlJsonWriter(Writer):
-    """One SPARQL 1.1 JSON results document; each binding also has ``?time``."""
+    """One SPARQL 1.1 JSON results document; each binding also has ``?time``.  Written
+    as results come, one binding a line, so that a long run holds none of them."""
 
     def __init__(self, out, variables, with_events=False):
         super().__init__(out, variables, with_events)
-        self.rows = []
+        self.started = False
 
     def write(self, result: Result) -> None:
         row = {k: term_to_json(v) for k, v in (result.bindings or {}).items()}
         row["time"] = term_to_json(time_literal(result.time, result.is_datetime))
         if self.with_events:
             row[EVENTS_COLUMN] = term_to_json(ox.Literal(_events_text(result)))
-        self.rows.append(row)
+        self._start(",\n")
+        self.out.write("   " + json.dumps(row, ensure_ascii=False))
 
     def close(self) -> None:
-        columns = ["time"] + self.variables + ([EVENTS_COLUMN] if self.with_events else [])
-        doc = {"head": {"vars": columns}, "results": {"bindings": self.rows}}
-        json.dump(doc, self.out, ensure_ascii=False, indent=1)
-        self.out.write("\n")
+        self._start("")
+        self.out.write("\n  ]\n }\n}\n")
         super().close()
+
+    def _start(self, separator: str) -> None:
+        """The document's head before its first binding (else ``separator``)."""
+        if self.started:
+            self.out.write(separator)
+            return
+        self.started = True
+        columns = ["time"] + self.variables + ([EVENTS_COLUMN] if self.with_events else [])
+        self.out.write('{\n "head": {"vars": ' + json.dumps(columns, ensure_ascii=False)
+                       + '},\n "results": {\n  "bindings": [\n')
 
 
 class TrigWriter(Writer):
