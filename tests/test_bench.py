@@ -134,6 +134,13 @@ def test_bad_arguments_exit_2(capsys):
     assert bench.run_bench(_args("--strategies", "sideways")) == 2
     assert bench.run_bench(_args("--windows", "5parsecs")) == 2
     assert "unknown" in capsys.readouterr().err
+    # (--events 0 ran the default 5,000 events, --timeout -1 failed every configuration)
+    for flag, value in [("--events", "0"), ("--timeout", "-1"), ("--timeout", "nan"), ("--repeat", "0"),
+                        ("--latency-rate", "inf"), ("--rdflib-seconds", "0")]:
+        with pytest.raises(SystemExit) as stop:
+            _args(flag, value)
+        assert stop.value.code == 2
+        assert f"argument {flag}" in capsys.readouterr().err
 
 
 def test_option_parsing():
