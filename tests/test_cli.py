@@ -110,6 +110,14 @@ def test_a_format_as_a_sink_writes_a_file_beside_the_output(files):
     assert (files / "s.trig").read_text() == STREAM and not (files / "x.trig").exists()
 
 
+@pytest.mark.parametrize("flag, value", [("--max-events", "0"), ("--max-events", "-1"), ("--idle-timeout", "-1"),
+                                         ("--idle-timeout", "nan"), ("--spark-pieces", "0")])
+def test_numbers_out_of_range_are_usage_errors(files, flag, value):
+    """They were taken: --max-events -1 and --idle-timeout nan changed nothing, silently."""
+    p = spaseq("run", "select.rq", "--stream", "S=s.trig", flag, value, cwd=files)
+    assert p.returncode == 2 and f"argument {flag}: '{value}': must be" in p.stderr, p.stderr
+
+
 def test_explain_svg_onto_the_query_is_refused(files):
     p = spaseq("explain", "select.rq", "--svg", "./select.rq", cwd=files)
     assert p.returncode == 2 and "spaseq: --svg ./select.rq: that is also the query: give another file" in p.stderr

@@ -39,6 +39,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..cli.arguments import more_than_zero
 from ..output.formats import JsonLinesWriter
 from .bare import bare_parse, compare_reading
 from .digest import Digest, canonical_result
@@ -65,7 +66,7 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--workload", "-w", nargs="+", metavar="NAME", default=None,
                    help=f"workloads to run (default: {' '.join(DEFAULT_WORKLOADS)}; "
                         f"all: {' '.join(WORKLOADS)}; 'all' runs every one)")
-    p.add_argument("--events", "-n", type=_more_than_zero(int), default=None, metavar="N",
+    p.add_argument("--events", "-n", type=more_than_zero(int), default=None, metavar="N",
                    help="events per configuration (default 5000; --quick: 150)")
     p.add_argument("--windows", metavar="LIST", default=None,
                    help="window sizes, comma-separated, in seconds or with a unit "
@@ -77,9 +78,9 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--evaluators", metavar="LIST", default=",".join(EVALUATORS),
                    help="GPM evaluators, comma-separated, from spectra, oxigraph, rdflib "
                         "(default: all three; a missing one is skipped with a note)")
-    p.add_argument("--rdflib-events", type=_more_than_zero(int), default=None, metavar="N",
+    p.add_argument("--rdflib-events", type=more_than_zero(int), default=None, metavar="N",
                    help="events the rdflib baseline reads at most (default 1000; --quick: 100)")
-    p.add_argument("--rdflib-seconds", type=_more_than_zero(float), default=None, metavar="SEC",
+    p.add_argument("--rdflib-seconds", type=more_than_zero(float), default=None, metavar="SEC",
                    help="stop feeding the rdflib baseline after SEC seconds (default 30; --quick: 5); "
                         "the results check runs every evaluator on the prefix rdflib read")
     p.add_argument("--kb-sizes", metavar="LIST", default=None,
@@ -88,7 +89,7 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--latency", action="store_true",
                    help="only measure the latency of live events: spaseq run reading a TCP source, "
                         "--events events (default 2000) sent at --latency-rate per second; p50, p99, max")
-    p.add_argument("--latency-rate", type=_more_than_zero(float), default=500.0, metavar="R",
+    p.add_argument("--latency-rate", type=more_than_zero(float), default=500.0, metavar="R",
                    help="--latency: events per second (default 500)")
     p.add_argument("--read", nargs="+", metavar="FILE", default=None,
                    help="only compare reading these stream files (.trig, .nq, maybe .gz) with pyoxigraph's "
@@ -101,9 +102,9 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
     p.add_argument("--rss-scaling", action="store_true",
                    help="also run each workload's first configuration at 1x and 10x events and "
                         "report the ratio of peak RSS")
-    p.add_argument("--repeat", type=_more_than_zero(int), default=1, metavar="K",
+    p.add_argument("--repeat", type=more_than_zero(int), default=1, metavar="K",
                    help="run each configuration K times and keep the median (default 1)")
-    p.add_argument("--timeout", type=_more_than_zero(float), default=900, metavar="SEC",
+    p.add_argument("--timeout", type=more_than_zero(float), default=900, metavar="SEC",
                    help="give up on one configuration after SEC seconds (default 900)")
     p.add_argument("--format", choices=("trig", "nq"), default="trig", dest="input_format",
                    help="stream file format the generated input is written in (default trig)")
@@ -127,9 +128,9 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
                        help="archive sizes in events, comma-separated (default 5000,20000,80000)")
     spark.add_argument("--spark-masters", metavar="LIST", default=None,
                        help="Spark masters to compare, comma-separated (default local[1],local[2])")
-    spark.add_argument("--spark-window", type=_more_than_zero(int), default=60, metavar="SEC",
+    spark.add_argument("--spark-window", type=more_than_zero(int), default=60, metavar="SEC",
                        help="the query's window (default 60 s: one event per second)")
-    spark.add_argument("--spark-files", type=_more_than_zero(int), default=8, metavar="N",
+    spark.add_argument("--spark-files", type=more_than_zero(int), default=8, metavar="N",
                        help="files the archive is written as (default 8; one reading task each)")
     p.set_defaults(func=run_bench)
     return p
@@ -286,19 +287,6 @@ class Plan:
         if self.kb_sizes:
             return list(self.kb_sizes)
         return [min(w.kb_size, 2_000)] if self.quick else [w.kb_size]
-
-
-def _more_than_zero(kind):
-    """An argparse type: a number of ``kind`` above 0 (and finite)."""
-    def parse(text: str):
-        try:
-            value = kind(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r}: expected a number") from None
-        if not 0 < value < float("inf"):
-            raise argparse.ArgumentTypeError(f"{text!r}: must be a finite number more than 0")
-        return value
-    return parse
 
 
 def _plan(args) -> Plan:

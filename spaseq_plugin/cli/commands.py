@@ -47,6 +47,7 @@ from ..events import format_time, parse_time_text
 from ..evaluators.spectra import SpectraEvaluator
 from ..bench.runner import add_bench_parser
 from ..kb import KnowledgeBase
+from .arguments import more_than_zero, whole_number
 from .checkpointing import HeaderDiscarded, RunCheckpoints
 from .paths import check_writes
 from .kb_commands import add_kb_parser
@@ -308,7 +309,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--max-statement", metavar="SIZE", type=_size, default=None,
                      help="reject a TriG statement or N-Quads line longer than this, skipping it as it "
                           "streams by (e.g. 64MiB; default 32MiB)")
-    run.add_argument("--max-event-triples", metavar="N", type=_whole_number("triples"), default=None,
+    run.add_argument("--max-event-triples", metavar="N", type=whole_number("triples"), default=None,
                      help="reject an event (or TriG statement) of more than N triples as soon as it is seen "
                           "to be, dropping the rest of its graph (default 1000000: about 0.5 GB while read)")
     run.add_argument("--max-time-jump", metavar="DURATION", type=_time_jump, default=None,
@@ -324,20 +325,20 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--lateness", metavar="SECONDS",
                      help="reorder events arriving out of order across streams, up to this late "
                           "(e.g. 5, 500ms, 2min); later ones are rejected")
-    run.add_argument("--max-events", type=int, metavar="N",
+    run.add_argument("--max-events", type=whole_number("events"), metavar="N",
                      help="live sources (stdin, tcp, mqtt) end after N events")
-    run.add_argument("--idle-flush", type=_whole_number("milliseconds"), default=200, metavar="MS",
+    run.add_argument("--idle-flush", type=whole_number("milliseconds"), default=200, metavar="MS",
                      help="live input (and --rate replays): when nothing has come for this long, close the "
                           "pending timestamp and write its results (default 200; a timestamp is also "
                           "complete as soon as every stream has delivered it or a later one)")
-    run.add_argument("--idle-timeout", type=float, metavar="SECONDS",
+    run.add_argument("--idle-timeout", type=more_than_zero(float), metavar="SECONDS",
                      help="live sources end after this long without input")
     run.add_argument("--engine", choices=["stream", "spark"], default="stream",
                      help="stream (default): one process reads the input as a stream; spark: evaluate "
                           "archived stream files in parallel on Spark (cut by time or PARTITION BY key)")
     run.add_argument("--spark-master", metavar="URL",
                      help="--engine spark: the Spark master (default: $SPARK_MASTER, else local[*])")
-    run.add_argument("--spark-pieces", type=int, metavar="N",
+    run.add_argument("--spark-pieces", type=whole_number("pieces"), metavar="N",
                      help="--engine spark: cut the input into at most N pieces (default: 4 per core)")
     run.add_argument("--kb-materialized", metavar="DIR",
                      help="use GRAPH-pattern solutions materialised by 'spaseq kb materialize' as the KB")
@@ -411,19 +412,6 @@ def _limits(args) -> QueryLimits:
     except ValueError as e:             # "max_nesting must be ..."
         name, _, problem = str(e).partition(" ")
         raise UsageError(f"--{name.replace('_', '-')}: {problem}") from None
-
-
-def _whole_number(unit: str):
-    """An argument type: a whole number of ``unit``, at least 1."""
-    def parse(text: str) -> int:
-        try:
-            value = int(text)
-        except ValueError:
-            raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of {unit}") from None
-        if value < 1:
-            raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
-        return value
-    return parse
 
 
 _SIZE = re.compile(r"\s*([0-9]+)\s*(|B|KiB|K|MiB|M|GiB|G)\s*", re.I)
@@ -944,8 +932,6 @@ def _spark_input(args, compiled: CompiledQuery):
                                  ("--max-event-triples", args.max_event_triples, "1,000,000")):
         if value is not None:
             raise UsageError(f"{flag}: for --engine stream (--engine spark keeps the default, {default})")
-    if args.spark_pieces is not None and args.spark_pieces < 1:
-        raise UsageError("--spark-pieces must be at least 1")
     streams = []
     for spec in args.stream:
         name, location = _stream_spec(compiled, spec)
