@@ -271,6 +271,26 @@ def test_a_finished_run_started_again_has_nothing_to_do(small):
     assert out.read_bytes() == before
 
 
+def test_a_directory_in_use_by_a_run_is_refused_until_that_run_is_killed(small):
+    """Two runs of one command on one directory wrote the output twice, interleaved (114,965
+    lines for 114,576 results); the lock goes with the process, kill -9 included."""
+    args = _checkpointed(small, "--rate", "1")             # (real time: it runs for minutes)
+    first = subprocess.Popen(args, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    try:
+        lock = small[2] / "cp" / "lock"
+        deadline = time.monotonic() + 60
+        while not (lock.exists() and lock.read_text().strip()) and time.monotonic() < deadline:
+            time.sleep(0.1)
+        second = _run(args)
+        assert second.returncode == 2
+        assert f"another run uses it (process {first.pid})" in second.stderr, second.stderr
+    finally:
+        first.kill()
+        first.wait()
+    third = _run(args[:args.index("--rate")] + args[args.index("--rate") + 2:])
+    assert third.returncode == 0, third.stderr
+
+
 def _unfinished(small) -> Path:
     """A checkpoint directory whose current checkpoint is not the last (finished) one:
     the final one is dropped, so that the previous becomes current."""

@@ -21,6 +21,7 @@ sources send next, and what closing wrote is cut back.
 
 from __future__ import annotations
 
+import fcntl
 import logging
 import os
 import time
@@ -37,6 +38,8 @@ log = logging.getLogger(__name__)
 # The run's arguments that change its results (or where they go): a checkpoint taken
 # with other values is refused.  (Not --rate, --idle-flush, --progress, -v, --quiet,
 # --checkpoint-every: they change how the run goes, not what it finds.)
+LOCK_FILE = "lock"          # in the checkpoint directory: the process that runs on it
+
 _RESULT_ARGUMENTS = ("stream", "manifest", "kb", "kb_materialized", "events", "output", "dead_letter",
                      "sink", "start", "lateness", "max_statement", "max_event_triples", "max_time_jump",
                      "max_nesting", "allow_service", "service_timeout", "max_runs", "max_partition_runs",
@@ -61,6 +64,7 @@ class RunCheckpoints:
             raise UsageError(f"--checkpoint-every {error}") from None
         try:
             found = self.checkpointer.load()
+            self.lock = _hold(args.checkpoint)
         except OSError as error:
             raise UsageError(f"--checkpoint {args.checkpoint}: {error.strerror or error}") from None
         self.header, self.body = found if found is not None else (None, None)
@@ -166,6 +170,27 @@ class RunCheckpoints:
             if commit is not None:
                 commit()
         log.debug("checkpoint %d: %s bytes", self.checkpointer.taken, f"{self.checkpointer.last_size:,}")
+
+
+def _hold(directory: str) -> IO[str]:
+    """The checkpoint directory's lock, held while the run lives (the system lets it go
+    when the process ends, kill -9 included): two runs on one directory would write
+    one output twice, interleaved."""
+    file = open(os.path.join(directory, LOCK_FILE), "a+", encoding="utf-8")
+    try:
+        fcntl.flock(file, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        file.seek(0)
+        holder = file.read().strip()
+        file.close()
+        raise UsageError(f"--checkpoint {directory}: another run uses it"
+                         f"{f' (process {holder})' if holder.isdigit() else ''}; wait for it to end, "
+                         "or give another directory") from None
+    file.seek(0)
+    file.truncate()
+    file.write(f"{os.getpid()}\n")
+    file.flush()
+    return file
 
 
 def _committed(file: NamedOutput | None) -> int | None:
