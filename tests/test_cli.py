@@ -118,6 +118,18 @@ def test_numbers_out_of_range_are_usage_errors(files, flag, value):
     assert p.returncode == 2 and f"argument {flag}: '{value}': must be" in p.stderr, p.stderr
 
 
+def test_streams_without_input_past_five_are_one_warning(files):
+    """One line per stream made 999 lines for a query of 1,000 streams."""
+    streams = "\n".join(f"FROM STREAM S{i} <http://example.org/s{i}>" for i in range(1, 9))
+    gpms = "\n".join(f'  DEFINE GPM A{i} ON S{i} {{ ?a :kind "a" }}' for i in range(1, 9))
+    (files / "many.rq").write_text(f"PREFIX : <http://example/>\nSELECT * WITHIN 1 MINUTE\n{streams}\n"
+                                   f"WHERE {{ SEQ ({' ; '.join(f'A{i}' for i in range(1, 9))})\n{gpms} }}\n")
+    p = spaseq("run", "many.rq", "--stream", "S1=s.trig", cwd=files)
+    warnings = [line for line in p.stderr.splitlines() if "no input" in line]
+    assert p.returncode == 0 and len(warnings) == 6, p.stderr
+    assert warnings[-1] == "spaseq: warning: 2 more streams have no input: S7, S8"
+
+
 def test_explain_svg_onto_the_query_is_refused(files):
     p = spaseq("explain", "select.rq", "--svg", "./select.rq", cwd=files)
     assert p.returncode == 2 and "spaseq: --svg ./select.rq: that is also the query: give another file" in p.stderr

@@ -632,17 +632,24 @@ def _stream_sources(compiled: CompiledQuery, specs: list[str], manifests: list[s
     return merge_streams(sources), fed, live
 
 
+UNFED_SHOWN = 5         # streams without input warned about one by one; the others in one line
+
+
 def _unfed_warnings(compiled: CompiledQuery, fed: set[str]) -> list[str]:
     """A FROM STREAM without input: the GPMs that read only streams without input can
-    never match (say which)."""
+    never match (say which; past UNFED_SHOWN streams, one line names the others)."""
     out = []
     for alias, iri in compiled.stream_iris.items():
         if iri in fed:
             continue
         blind = [g.name for g in compiled.gpms.values() if iri in g.streams and not g.streams & fed]
         what = f"GPM {', '.join(blind)} can never match" if blind else "every GPM on it reads another stream too"
-        out.append(f"stream {alias} <{iri}> has no input (no --stream {alias}=...): {what}")
-    return out
+        out.append((alias, f"stream {alias} <{iri}> has no input (no --stream {alias}=...): {what}"))
+    if len(out) <= UNFED_SHOWN:
+        return [message for _, message in out]
+    rest = [alias for alias, _ in out[UNFED_SHOWN:]]
+    named = ", ".join(rest[:20]) + (", ..." if len(rest) > 20 else "")
+    return [message for _, message in out[:UNFED_SHOWN]] + [f"{len(rest)} more streams have no input: {named}"]
 
 
 def _close_source(source) -> None:
