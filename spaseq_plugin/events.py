@@ -231,10 +231,16 @@ def _in_range(value: Time, text: str, is_datetime: bool) -> Time:
     if type(value) is int:
         return value
     exact = _exact(value)
-    if type(exact) is not int and -exact.as_tuple().exponent > MAX_FRACTION_DIGITS:
+    if finer_than_a_nanosecond(exact):
         raise ValueError(f"timestamp {_show_text(text)} has more than {MAX_FRACTION_DIGITS} digits "
                          "after the point (the finest time is a nanosecond)")
     return exact
+
+
+def finer_than_a_nanosecond(time: Time) -> bool:
+    """Whether an exact time (``as_time``) has more than ``MAX_FRACTION_DIGITS`` digits
+    after the point: times, windows and delays are exact to the nanosecond."""
+    return type(time) is not int and -time.as_tuple().exponent > MAX_FRACTION_DIGITS
 
 
 def _show_text(text: str) -> str:

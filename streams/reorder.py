@@ -44,7 +44,7 @@ from collections.abc import Callable, Iterable, Iterator
 from decimal import Decimal, InvalidOperation
 
 from ..errors import EventError
-from ..events import IDLE, MAX_FRACTION_DIGITS, Event, Time, as_time, format_time
+from ..events import IDLE, Event, Time, as_time, finer_than_a_nanosecond, format_time
 
 __all__ = ["ReorderBuffer", "merge_arrival", "parse_lateness", "reorder"]
 
@@ -69,7 +69,7 @@ def parse_lateness(text: str | int | float | Decimal) -> Time:
             raise ValueError(f"--lateness {text}: not a number") from None
     if value < 0:
         raise ValueError(f"--lateness {text}: must not be negative")
-    if isinstance(value, Decimal) and -value.as_tuple().exponent > MAX_FRACTION_DIGITS:
+    if finer_than_a_nanosecond(value):
         raise ValueError(f"--lateness {text}: finer than a nanosecond (times are exact to the nanosecond)")
     return value
 

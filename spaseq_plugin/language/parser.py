@@ -17,7 +17,7 @@ import lark
 from lark import Token, Tree
 
 from ..errors import QueryError
-from ..events import MAX_FRACTION_DIGITS, as_time
+from ..events import MAX_FRACTION_DIGITS, as_time, finer_than_a_nanosecond
 from .limits import DEFAULT_MAX_NESTING, check_nesting, check_window
 from .syntax import (
     TIME_UNITS, Aggregate, Conjunction, Disjunction, GpmDef, GpmRef, Pos, Query,
@@ -194,7 +194,7 @@ class _Builder:
         seconds = as_time(Decimal(str(number)) * scale)
         if seconds <= 0:
             raise QueryError("the WITHIN window must be longer than zero", number.line, number.column)
-        if isinstance(seconds, Decimal) and -seconds.as_tuple().exponent > MAX_FRACTION_DIGITS:
+        if finer_than_a_nanosecond(seconds):
             # (times are exact to the nanosecond: a finer window would round where it ends)
             raise QueryError(f"the WITHIN window is finer than a nanosecond (at most {MAX_FRACTION_DIGITS} "
                              "digits after the point, in seconds)", number.line, number.column)
