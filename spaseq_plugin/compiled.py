@@ -37,10 +37,11 @@ HOT_SOURCES = {
     "spaseq_plugin.language.filters": "spaseq_plugin/language/filters.py",
     "spaseq_plugin.runtime.results": "spaseq_plugin/runtime/results.py",
     "spaseq_plugin.output.jsonl": "spaseq_plugin/output/jsonl.py",
+    "spaseq_plugin.streams.reader": "streams/reader.py",
 }
-# Not streams/files.py: compiled, the reader ran 2.4 % fewer instructions (its time is
-# pyoxigraph's parse and building objects), and pluggy takes only plain Python functions
-# as hook implementations, so its spaseq_stream_sources hook would vanish.
+# Not streams/files.py: pluggy takes only plain Python functions as hook implementations,
+# so its spaseq_stream_sources hook would vanish compiled (and its per-event work is the
+# reader's: streams/reader.py is here).
 PURE_ENV = "SPASEQ_PURE"
 _HASH_DIGITS = 16
 # why each hot module imported so far runs interpreted (absent: compiled)

@@ -117,9 +117,16 @@ import re
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
 from itertools import accumulate, groupby, islice, repeat
-from operator import attrgetter, lt as _lt, sub as _sub
+from operator import attrgetter
 
 import pyoxigraph as ox
+
+try:
+    import cython
+except ImportError:     # interpreted, without Cython installed
+    from ..compiled import shadow as cython
+if not cython.compiled:     # interpreted, with Cython installed too
+    from ..compiled import shadow as cython
 
 from ..errors import EventError
 from ..events import PROV_GENERATED_AT, Event, Time, format_time, parse_timestamp, time_literal
@@ -503,6 +510,7 @@ _TRIPLE = attrgetter("triple")
 _DEFAULT_GRAPH = ox.DefaultGraph
 
 
+@cython.locals(runs=list, stamps=list, index=cython.Py_ssize_t)
 def _group(quads: Iterable[ox.Quad]) -> tuple[list, list, int]:
     """``(runs, stamps, quad count)`` of parsed quads: a run is ``(graph,
     triples, index of its first quad)`` for consecutive quads of one named
@@ -1153,22 +1161,37 @@ class OrderCheck:
 
     def filter(self, items: list[Event | EventError]) -> list[Event | EventError]:
         """``items`` with the events that break the rules rejected."""
-        first = items[0]
-        if len(items) > 2 and type(first) is Event:
-            # Most often: events of one stream and kind of time, each later than the one
-            # before and not too far after it: checked at C speed.
-            stream, kind, jump = first.stream, first.is_datetime, self.max_time_jump
-            previous = self.last.get(stream)
-            if (previous is None or previous.is_datetime == kind) and \
-                    all([type(item) is Event and item.stream == stream and item.is_datetime == kind
-                         for item in items]) and \
-                    all(map(_lt, times := ([] if previous is None else [previous.time]) +
-                            [item.time for item in items], times[1:])) and \
-                    (jump is None or len(times) < 2 or max(map(_sub, times[1:], times)) <= jump):
-                self.last[stream] = items[-1]
-                return items
+        if len(items) > 2 and _in_order(items, self.last, self.max_time_jump):
+            return items
         check = self.check
         return [item if type(item) is not Event else (check(item) or item) for item in items]
+
+
+@cython.cfunc
+@cython.locals(items=list, last=dict, i=cython.Py_ssize_t)
+def _in_order(items: list, last: dict, jump) -> cython.bint:
+    """Whether ``items`` are events of one stream and kind of time, each later than the
+    one before (the stream's latest in ``last`` first) and at most ``jump`` after it: the
+    common case, checked in one pass, after which the last item is the stream's latest.
+    False: OrderCheck.check decides, event by event."""
+    first = items[0]
+    if type(first) is not Event:
+        return False
+    stream, kind = first.stream, first.is_datetime
+    previous = last.get(stream)
+    if previous is not None and previous.is_datetime != kind:
+        return False
+    before = None if previous is None else previous.time
+    for i in range(len(items)):
+        item = items[i]
+        if type(item) is not Event or item.stream != stream or item.is_datetime != kind:
+            return False
+        time = item.time
+        if before is not None and (time <= before or (jump is not None and time - before > jump)):
+            return False
+        before = time
+    last[stream] = items[-1]
+    return True
 
 
 def check_order(items: Iterable[Event | EventError], order: OrderCheck | None = None
