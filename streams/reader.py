@@ -103,8 +103,12 @@ the peers' stock stream (100k events of 2 triples and a timestamp) the
 reading costs about twice the instructions of pyoxigraph's bare parse of
 the same bytes (``spaseq bench --read FILE``; docs/bench.md has the figures):
 what is left is building the Python objects of the events, their triples
-and their timestamps.  Pieces are kept to 256 KiB so that the objects of
-one stay in the caches until they are read.
+and their timestamps.  A piece holds at most ``FAST_BYTES``; stream files
+are fed in chunks of 32 KiB (``files._CHUNK_BYTES``), so that the events a
+chunk completes, all made before the first is used, are still in the caches
+when they are.  A graph block that the end of a chunk leaves open is not
+left to the careful reading (which scans it token by token, then restarts
+the fast reading with small pieces): the fast reading waits for its '}'.
 
 Blank node labels are kept, so one label in one text is one blank node.
 """
@@ -239,7 +243,7 @@ class EventReader:
 
     def pause(self) -> list[Event | EventError]:
         """The sender paused: the graph being read is complete."""
-        self._read()
+        self._read(final=True)
         self.assembler.leave_graph()
         return self._out()
 
@@ -249,7 +253,9 @@ class EventReader:
         is one rejection (``truncated``)."""
         raise NotImplementedError
 
-    def _read(self) -> None:
+    def _read(self, final: bool = False) -> None:
+        """Read what the text added so far holds; ``final``: no more text comes for now
+        (a pause or the end), so nothing may wait for it."""
         raise NotImplementedError
 
     def _out(self) -> list[Event | EventError]:
@@ -314,11 +320,11 @@ class _TrigReader(EventReader):
         if truncated is None:
             # A last newline makes the last line complete; it changes nothing in TriG.
             splitter.add(self._text_of(b"\n"))
-            self._read()
+            self._read(final=True)
             if item := splitter.finish():
                 self._take(self.parser.parse(item))
         else:
-            self._read()
+            self._read(final=True)
             line, label, _ = splitter.abandon()
             graph = self.parser.graph_name(label) if label is not None else None
             self._take([EventError(f"{truncated}: the text from line {line} on is lost",
@@ -333,11 +339,14 @@ class _TrigReader(EventReader):
         for unit in units:
             take(unit)
 
-    def _read(self) -> None:
+    def _read(self, final: bool = False) -> None:
         splitter, parser = self.splitter, self.parser
         while True:
             while FAST and splitter.idle and splitter.start < splitter.end:
-                if not self._fast_piece():
+                taken = self._fast_piece(final)
+                if taken is None:
+                    return              # (a graph block open at the end of the text: its rest is to come)
+                if not taken:
                     break
             # The careful reading, until idle again (past careful_to) or to the end
             # of the complete lines.
@@ -346,11 +355,20 @@ class _TrigReader(EventReader):
             if not (FAST and splitter.idle and splitter.start < splitter.end):
                 return
 
-    def _fast_piece(self) -> bool:
+    def _fast_piece(self, final: bool) -> bool | None:
         """Read the lines at the splitter's start in one parse if they are
-        regular: whether it did (else they are for the careful reading)."""
+        regular: whether it did (else they are for the careful reading).  None:
+        they are one graph block that the text so far leaves open (cut by the end
+        of a chunk); unless ``final``, the fast reading waits for its '}' rather
+        than leave the block to the careful reading, which scans it token by
+        token and restarts the fast reading with small pieces.  (A brace in a
+        string can make it wait for a '}' it need not, no longer.)"""
         splitter = self.splitter
         buf, pos, end = splitter.buf, splitter.start, splitter.end
+        if splitter.unfinished:
+            if not final and end - pos <= FAST_BYTES and buf.find(b"}", pos + splitter.unfinished, end) < 0:
+                return None
+            splitter.unfinished = 0
         size = min(self.size, MAX_STATEMENT_BYTES)      # (so its statements are within the limit)
         if end - pos > size:
             stop = _statement_end(buf, pos, pos + size)
@@ -360,6 +378,17 @@ class _TrigReader(EventReader):
                     return False                # (the careful reading rejects it)
         else:
             stop = end
+        if stop == end and not final:
+            # A graph block that the text leaves open would fail the parse (after
+            # reading it all): the piece ends before it, or waits for its rest.
+            opened = buf.rfind(b"{", pos, end)
+            if opened > buf.rfind(b"}", pos, end):
+                stop = buf.rfind(b"\n", pos, opened) + 1
+                if stop <= pos:
+                    if end - pos < FAST_BYTES:
+                        splitter.unfinished = end - pos
+                        return None
+                    stop = end
         text = bytes(buf[pos:stop])
         piece = self.parser.piece(text)
         while piece.error_line is not None:
@@ -418,7 +447,7 @@ class _NQuadsReader(EventReader):
         self.assembler.finish()
         return self._out()
 
-    def _read(self) -> None:
+    def _read(self, final: bool = False) -> None:
         buf, end = self.buf, self.end
         size = min(self.size, MAX_STATEMENT_BYTES)      # (so its lines are within the limit)
         start = 0
@@ -1336,6 +1365,7 @@ class _TrigSplitter:
         self.long_quote = None      # in a long string not closed yet: its quote (34 or 39)
         self.dropped: _Statement | None = None  # a statement too long, being dropped
         self.careful_to = 0
+        self.unfinished = 0         # bytes from start that are a graph block not closed yet
 
     def add(self, chunk: bytes) -> None:
         """Add text, dropping the finished statements (keeping whole lines, for columns)."""
@@ -1480,6 +1510,7 @@ class _TrigSplitter:
         splitter was idle at their start)."""
         self.line_no += lines
         self.line_at = self.start = self.scan = to
+        self.unfinished = 0
 
     def _cut(self, end: int, first: int | None = None, unclosed: bool = False) -> _Statement | None:
         # Cut buf[start:end] as a statement (None if it is only space).

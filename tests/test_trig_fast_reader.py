@@ -355,6 +355,38 @@ def test_a_graph_larger_than_a_piece_is_not_parsed_once_per_statement():
     assert len(calls) < 20, len(calls)
 
 
+def test_graph_blocks_cut_by_chunk_ends_are_read_fast_and_parsed_once():
+    """Graph blocks of many lines (about 10 KB each here), read in the file reader's
+    chunks, are cut by most chunk ends.  The open block was left to the careful
+    reading, then read again fast in small pieces (and a piece ending in an open block
+    parsed it in vain first); now the fast reading waits for the block's '}' and
+    parses each piece once."""
+    blocks = []
+    for g in range(1, 41):
+        body = "".join(f"  <http://example/s{i}> <http://example/p> {g * i} .\n" for i in range(250))
+        blocks.append(f'<http://example/g{g}> {PROV} "{g}"^^<{XSD}integer> .\n<http://example/g{g}> {{\n{body}}}\n')
+    text = "".join(blocks).encode()
+    chunk = 1 << 15
+    assert len(text) > 8 * chunk
+    calls = []
+    piece = reader._TrigParser.piece
+
+    def counted(self, text):
+        calls.append(len(text))
+        return piece(self, text)
+
+    with tempfile.TemporaryDirectory() as folder:
+        path = os.path.join(folder, "s.trig")
+        with open(path, "wb") as f:
+            f.write(text)
+        with mock.patch.object(files, "_CHUNK_BYTES", chunk), \
+                mock.patch.object(reader._TrigParser, "parse", side_effect=AssertionError), \
+                mock.patch.object(reader._TrigParser, "piece", counted):
+            items = list(read_stream_file(path, S))
+    assert [(item.time, len(item.triples)) for item in items] == [(g, 250) for g in range(1, 41)]
+    assert sum(calls) <= len(text) + 1, (len(calls), sum(calls), len(text))     # (+1: the newline finish() adds)
+
+
 def test_a_large_statement_is_read_without_holding_its_quads_and_triples_together():
     """The careful reading parses a statement into quads, then makes each quad's triple.
     Holding both, a graph block of a million triples took 1.2 GB for 20 MB of TriG; each
