@@ -104,7 +104,7 @@ reading costs about twice the instructions of pyoxigraph's bare parse of
 the same bytes (``spaseq bench --read FILE``; docs/bench.md has the figures):
 what is left is building the Python objects of the events, their triples
 and their timestamps.  A piece holds at most ``FAST_BYTES``; stream files
-are fed in chunks of 32 KiB (``files._CHUNK_BYTES``), so that the events a
+are fed in chunks of 64 KiB (``files._CHUNK_BYTES``), so that the events a
 chunk completes, all made before the first is used, are still in the caches
 when they are.  A graph block that the end of a chunk leaves open is not
 left to the careful reading (which scans it token by token, then restarts
