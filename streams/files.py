@@ -65,9 +65,9 @@ __all__ = [
 ]
 
 # The events a chunk completes are all made before the first is used: in smaller chunks
-# more of them are still in the caches then.  Reading the peers' 100k events took 15 %
-# less CPU time at 64 KiB than at 256 KiB (32 KiB: the same), the strict V-shape 6 % less;
-# skip-till-any, whose runs want the caches too, 3 % more (5 % at 32 KiB): docs/bench.md.
+# more of them are still in the caches then.  At 64 KiB rather than 256 KiB, reading the
+# peers' 100k events took 7-15 % less CPU time, the strict V-shape 6 % less, skip-till-any
+# (whose runs want the caches too) from 1 % less to 3 % more (docs/bench.md).
 _CHUNK_BYTES = 1 << 16
 _NTRIPLES_BATCH_LINES = 2000
 
