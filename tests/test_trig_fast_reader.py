@@ -338,6 +338,15 @@ def test_a_graph_larger_than_a_piece_is_not_parsed_once_per_statement():
             f'<http://example/g2> {PROV} "2"^^<{XSD}integer> .\n'
             f"<http://example/g2> {{ <http://example/b> <http://example/p> 0 . }}\n").encode()
     assert len(text) > 2 * reader.FAST_BYTES
+    items, calls = read_counting_pieces(text, files._CHUNK_BYTES, careful=True)
+    assert [(item.time, len(item.triples)) for item in items] == [(1, 16_000), (2, 1)]
+    assert len(calls) < 20, len(calls)
+
+
+def read_counting_pieces(text: bytes, chunk: int, careful: bool) -> tuple[list, list[int]]:
+    """The items of a stream file holding ``text``, read in chunks of ``chunk`` bytes,
+    and the length of each piece the fast reading parsed; unless ``careful``, the
+    careful reading may not be used (it raises)."""
     calls = []
     piece = reader._TrigParser.piece
 
@@ -349,10 +358,11 @@ def test_a_graph_larger_than_a_piece_is_not_parsed_once_per_statement():
         path = os.path.join(folder, "s.trig")
         with open(path, "wb") as f:
             f.write(text)
-        with mock.patch.object(reader._TrigParser, "piece", counted):
-            items = list(read_stream_file(path, S))
-    assert [(item.time, len(item.triples)) for item in items] == [(1, 16_000), (2, 1)]
-    assert len(calls) < 20, len(calls)
+        with mock.patch.object(files, "_CHUNK_BYTES", chunk), \
+                mock.patch.object(reader._TrigParser, "piece", counted), \
+                mock.patch.object(reader._TrigParser, "parse",
+                                  reader._TrigParser.parse if careful else mock.Mock(side_effect=AssertionError)):
+            return list(read_stream_file(path, S)), calls
 
 
 def test_graph_blocks_cut_by_chunk_ends_are_read_fast_and_parsed_once():
@@ -368,21 +378,7 @@ def test_graph_blocks_cut_by_chunk_ends_are_read_fast_and_parsed_once():
     text = "".join(blocks).encode()
     chunk = 1 << 15
     assert len(text) > 8 * chunk
-    calls = []
-    piece = reader._TrigParser.piece
-
-    def counted(self, text):
-        calls.append(len(text))
-        return piece(self, text)
-
-    with tempfile.TemporaryDirectory() as folder:
-        path = os.path.join(folder, "s.trig")
-        with open(path, "wb") as f:
-            f.write(text)
-        with mock.patch.object(files, "_CHUNK_BYTES", chunk), \
-                mock.patch.object(reader._TrigParser, "parse", side_effect=AssertionError), \
-                mock.patch.object(reader._TrigParser, "piece", counted):
-            items = list(read_stream_file(path, S))
+    items, calls = read_counting_pieces(text, chunk, careful=False)
     assert [(item.time, len(item.triples)) for item in items] == [(g, 250) for g in range(1, 41)]
     assert sum(calls) <= len(text) + 1, (len(calls), sum(calls), len(text))     # (+1: the newline finish() adds)
 
