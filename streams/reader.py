@@ -366,7 +366,7 @@ class _TrigReader(EventReader):
         splitter = self.splitter
         buf, pos, end = splitter.buf, splitter.start, splitter.end
         if splitter.unfinished:
-            if not final and end - pos <= FAST_BYTES and buf.find(b"}", pos + splitter.unfinished, end) < 0:
+            if not final and end - pos < FAST_BYTES and buf.find(b"}", pos + splitter.unfinished, end) < 0:
                 return None
             splitter.unfinished = 0
         size = min(self.size, MAX_STATEMENT_BYTES)      # (so its statements are within the limit)
@@ -381,14 +381,12 @@ class _TrigReader(EventReader):
         if stop == end and not final:
             # A graph block that the text leaves open would fail the parse (after
             # reading it all): the piece ends before it, or waits for its rest.
-            opened = buf.rfind(b"{", pos, end)
-            if opened > buf.rfind(b"}", pos, end):
-                stop = buf.rfind(b"\n", pos, opened) + 1
-                if stop <= pos:
-                    if end - pos < FAST_BYTES:
-                        splitter.unfinished = end - pos
-                        return None
-                    stop = end
+            block = _open_block_line(buf, pos, end)
+            if block == pos and end - pos < FAST_BYTES:
+                splitter.unfinished = end - pos
+                return None
+            if block > pos:
+                stop = block
         text = bytes(buf[pos:stop])
         piece = self.parser.piece(text)
         while piece.error_line is not None:
@@ -628,10 +626,17 @@ def _end_before_last_line(text: bytes) -> int:
     of a graph block the piece leaves open (the '{' after the last '}'), else at the
     last line before that may end a statement.  Cutting an open block a statement at
     a time would parse the piece once per statement of the block."""
-    opened = text.rfind(b"{")
-    if opened > text.rfind(b"}"):
-        return text.rfind(b"\n", 0, opened) + 1
-    return _statement_end(text, 0, len(text) - 1)
+    block = _open_block_line(text, 0, len(text))
+    return block if block >= 0 else _statement_end(text, 0, len(text) - 1)
+
+
+def _open_block_line(text: bytes | bytearray, start: int, stop: int) -> int:
+    """Where the line begins (at least ``start``) of the graph block that
+    ``text[start:stop]`` leaves open (its last '{' comes after its last '}'), or -1."""
+    opened = text.rfind(b"{", start, stop)
+    if opened > text.rfind(b"}", start, stop):
+        return text.rfind(b"\n", start, opened) + 1 or start
+    return -1
 
 
 def _line_end(text: bytes, count: int) -> int:
