@@ -120,8 +120,7 @@ import gc
 import re
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
-from itertools import accumulate, groupby, islice, repeat
-from operator import attrgetter
+from itertools import accumulate, islice, repeat
 
 import pyoxigraph as ox
 
@@ -532,31 +531,42 @@ def _without_gc(read) -> None:
 # Grouping parsed quads (the fast reading)
 # --------------------------------------------------------------------------
 
-_GRAPH_NAME = attrgetter("graph_name")
-_TRIPLE = attrgetter("triple")
 _DEFAULT_GRAPH = ox.DefaultGraph
 
 
-@cython.locals(runs=list, stamps=list, index=cython.Py_ssize_t)
+@cython.locals(runs=list, stamps=list, triples=list, index=cython.Py_ssize_t, start=cython.Py_ssize_t)
 def _group(quads: Iterable[ox.Quad]) -> tuple[list, list, int]:
     """``(runs, stamps, quad count)`` of parsed quads: a run is ``(graph,
     triples, index of its first quad)`` for consecutive quads of one named
     graph; a stamp ``(graph, time term, runs before it)`` for a default-graph
-    ``prov:generatedAtTime`` quad."""
+    ``prov:generatedAtTime`` quad.  (One loop, not itertools.groupby: a quad of
+    the default graph is told by its type, where groupby compared its graph name
+    with the named graph before it, a pyoxigraph comparison of two types that
+    both sides decline; and a run's triples go straight into its list.)"""
     runs: list = []
     stamps: list = []
     index = 0
     stamp = PROV_GENERATED_AT
-    for graph, quads_of_graph in groupby(quads, _GRAPH_NAME):
+    current = None          # the graph of the run being read
+    triples = None
+    start = 0
+    for quad in quads:
+        graph = quad.graph_name
         if type(graph) is _DEFAULT_GRAPH:
-            for quad in quads_of_graph:
-                index += 1
-                if quad.predicate == stamp:
-                    stamps.append((quad.subject, quad.object, len(runs)))
+            if current is not None:
+                runs.append((current, tuple(triples), start))
+                current = None
+            if quad.predicate == stamp:
+                stamps.append((quad.subject, quad.object, len(runs)))
+        elif current is not None and graph == current:
+            triples.append(quad.triple)
         else:
-            triples = tuple(map(_TRIPLE, quads_of_graph))
-            runs.append((graph, triples, index))
-            index += len(triples)
+            if current is not None:
+                runs.append((current, tuple(triples), start))
+            current, triples, start = graph, [quad.triple], index
+        index += 1
+    if current is not None:
+        runs.append((current, tuple(triples), start))
     return runs, stamps, index
 
 
