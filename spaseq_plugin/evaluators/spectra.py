@@ -192,7 +192,7 @@ def _order_number(term: Term) -> float | None:
 
 
 _LITERAL = ox.Literal      # (a module global: `ox.Literal` is a module attribute lookup per use)
-_KEPT_EVENTS = 16         # event summaries kept: more than a batch of simultaneous events needs
+_KEPT_EVENTS = cython.declare(cython.Py_ssize_t, 16)    # event summaries kept: more than a batch of simultaneous events needs
 
 
 @cython.cclass
@@ -204,7 +204,9 @@ class SpectraEvaluator:
     materialize_limit = cython.declare(object, visibility="public")
     _plans = cython.declare(dict, visibility="public")
     _reasons = cython.declare(dict, visibility="public")
-    _events = cython.declare(dict, visibility="public")
+    _kept_events = cython.declare(list, visibility="public")
+    _kept_states = cython.declare(list, visibility="public")
+    _next_kept = cython.declare(cython.Py_ssize_t, visibility="public")
     _last_event = cython.declare(object, visibility="public")
     _last_state = cython.declare(_EventState, visibility="public")
     _slots = cython.declare(dict, visibility="public")
@@ -219,7 +221,11 @@ class SpectraEvaluator:
         self.materialize_limit = materialize_limit
         self._plans: dict[GpmPattern, Plan | None] = {}
         self._reasons: dict[GpmPattern, str] = {}
-        self._events: dict[Event, _EventState] = {}
+        # The last _KEPT_EVENTS events summarised and their states, in a ring: found by
+        # identity in a C loop, the oldest replaced (a dict hashed each event in and out).
+        self._kept_events: list[Event | None] = [None] * _KEPT_EVENTS
+        self._kept_states: list[_EventState | None] = [None] * _KEPT_EVENTS
+        self._next_kept = 0
         self._last_event: Event | None = None          # the last event _state was asked about ...
         self._last_state: _EventState | None = None    # ... and its state
         self._slots: dict[ox.NamedNode, int] = {}       # what some plan's triple patterns use -> its view's slot
@@ -371,7 +377,8 @@ class SpectraEvaluator:
             if any(p.predicate not in self._slots for p in plan.patterns):
                 for p in plan.patterns:
                     self._slots.setdefault(p.predicate, len(self._slots))
-                self._events.clear()         # summaries made without the new predicates
+                self._kept_events = [None] * _KEPT_EVENTS     # summaries made without the new predicates
+                self._kept_states = [None] * _KEPT_EVENTS
                 self._last_event = self._last_state = None
             for p in plan.patterns:
                 p.slot = self._slots[p.predicate]
@@ -448,15 +455,21 @@ class SpectraEvaluator:
     # -- per event -------------------------------------------------------------
 
     @cython.cfunc
-    @cython.locals(state=_EventState)
+    @cython.locals(state=_EventState, kept=list, i=cython.Py_ssize_t)
     def _state(self, event: Event) -> _EventState:
         if event is self._last_event:       # the runtime asks about one event many times in a row
             return self._last_state
-        state = self._events.get(event)
-        if state is None:
-            if len(self._events) >= _KEPT_EVENTS:
-                del self._events[next(iter(self._events))]
-            state = self._events[event] = _EventState(_summarise(event, self._slots))
+        kept = self._kept_events
+        for i in range(_KEPT_EVENTS):
+            if kept[i] is event:
+                state = self._kept_states[i]
+                break
+        else:
+            state = _EventState(_summarise(event, self._slots))
+            i = self._next_kept
+            kept[i] = event
+            self._kept_states[i] = state
+            self._next_kept = (i + 1) % _KEPT_EVENTS
         self._last_event, self._last_state = event, state
         return state
 
