@@ -38,6 +38,7 @@ HOT_SOURCES = {
     "spaseq_plugin.runtime.results": "spaseq_plugin/runtime/results.py",
     "spaseq_plugin.output.jsonl": "spaseq_plugin/output/jsonl.py",
     "spaseq_plugin.streams.reader": "streams/reader.py",
+    "spaseq_plugin.events": "spaseq_plugin/events.py",
 }
 # Not streams/files.py: pluggy takes only plain Python functions as hook implementations,
 # so its spaseq_stream_sources hook would vanish compiled (and its per-event work is the

@@ -17,6 +17,11 @@ from decimal import Decimal
 
 import pyoxigraph as ox
 
+try:
+    import cython
+except ImportError:     # interpreted, without Cython installed
+    from .compiled import shadow as cython
+
 XSD = "http://www.w3.org/2001/XMLSchema#"
 PROV_GENERATED_AT = ox.NamedNode("http://www.w3.org/ns/prov#generatedAtTime")
 
@@ -96,10 +101,11 @@ _XSD_SPACE = " \t\n\r"                  # whitespace="collapse" trims only these
 _MAX_LEXICAL = 64                       # longer numbers cannot be in range at that precision
 
 _MINUTES: dict[str, int] = {}           # 'YYYY-MM-DDTHH:MM' -> its seconds (canonical UTC forms)
-_SECONDS = {f"{second:02d}": second for second in range(60)}
+_LAST_MINUTE: list = ["\0", 0]          # the one parse_timestamp met last, and its seconds
 _DATETIME_NODE = ox.NamedNode(XSD + "dateTime")
 
 
+@cython.locals(text=str, tens=cython.Py_UCS4, units=cython.Py_UCS4)
 def parse_timestamp(term: ox.Term) -> tuple[Time, bool]:
     """Read a timestamp literal: ``(seconds, is_datetime)``.
 
@@ -116,12 +122,17 @@ def parse_timestamp(term: ox.Term) -> tuple[Time, bool]:
     node = term.datatype
     if node == _DATETIME_NODE:
         text = term.value
-        # The common case, a canonical UTC time in a minute already seen, costs two lookups.
+        # The common case, a canonical UTC time in a minute already seen: that of the
+        # time before (compiled, this allocates nothing), or another (two lookups).
         if len(text) == 20 and text[19] == "Z" and text[16] == ":":
-            base = _MINUTES.get(text[:16])
-            if base is not None:
-                second = _SECONDS.get(text[17:19])
-                if second is not None:
+            tens, units = text[17], text[18]
+            if "0" <= tens <= "5" and "0" <= units <= "9":
+                second = (ord(tens) - 48) * 10 + (ord(units) - 48)
+                if text.startswith(_LAST_MINUTE[0]):
+                    return _LAST_MINUTE[1] + second, True
+                base = _MINUTES.get(text[:16])
+                if base is not None:
+                    _LAST_MINUTE[0], _LAST_MINUTE[1] = text[:16], base
                     return base + second, True
         return datetime_seconds(text), True
     datatype = node.value

@@ -225,6 +225,24 @@ def test_datetime_timestamps_print_as_python_does_from_year_1_to_9999(seconds, m
     assert format_time(seconds + Decimal(microseconds) / 1000000, True) == expected
 
 
+_UTC_TIMES = st.lists(st.tuples(st.integers(min_value=-62135596800 // 60, max_value=253402300799 // 60),
+                                st.integers(min_value=0, max_value=59)), min_size=1, max_size=40)
+
+
+@settings(max_examples=300)
+@given(st.one_of(_UTC_TIMES, _UTC_TIMES.map(sorted)))
+def test_canonical_utc_timestamps_are_read_as_datetime_does_in_any_order(times):
+    """parse_timestamp's fast path (the minute of the time before, then minutes seen
+    before) against datetime's calendar, minutes repeated, new and revisited."""
+    from spaseq_plugin.events import parse_timestamp
+    epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+    for minute, second in times:
+        moment = epoch + datetime.timedelta(minutes=minute, seconds=second)
+        text = moment.isoformat().replace("+00:00", "Z")
+        literal = ox.Literal(text, datatype=ox.NamedNode("http://www.w3.org/2001/XMLSchema#dateTime"))
+        assert parse_timestamp(literal) == (minute * 60 + second, True), text
+
+
 def test_partition_places_events_whatever_filters_on_other_gpms_say():
     # B's FILTER reads ?a (A's): it cannot judge an event alone, so it does not
     # keep B's events out of the sub-stream; with one key, PARTITION BY changes nothing
