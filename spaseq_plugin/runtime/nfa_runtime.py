@@ -335,7 +335,9 @@ class _Ages:
     spent leaves at once (:meth:`discard`: strict contiguity spends most runs
     long before their window ends, and a run kept until then is freed cold);
     other dead runs stay until expiry, :meth:`oldest` or :meth:`compact` meets
-    them.  A first τ whose runs all left stays in the heap until it comes up."""
+    them.  A first τ whose runs all left stays, with an empty list, until it comes
+    up: under strict contiguity a run's successor (of the same first τ) registers
+    right after the run left, and finds its list and heap entry still there."""
     times = cython.declare(list, visibility="public")       # the distinct first τs: a heap
     runs = cython.declare(dict, visibility="public")        # first τ -> its runs, oldest first
 
@@ -366,16 +368,20 @@ class _Ages:
                 if runs[i] is run:
                     del runs[i]
                     break
-            if not runs:
-                del self.runs[run.first]
 
     @cython.ccall
+    @cython.locals(runs=list)
     def first_time(self):
         """The least first τ (of a live run or a dead one not yet dropped); None: no runs."""
         times = self.times
-        while times and times[0] not in self.runs:
+        while times:
+            runs = self.runs.get(times[0])
+            if runs:
+                return times[0]
+            if runs is not None:
+                del self.runs[times[0]]
             heappop(times)
-        return times[0] if times else None
+        return None
 
     @cython.ccall
     @cython.locals(expired=list)
