@@ -101,11 +101,13 @@ _XSD_SPACE = " \t\n\r"                  # whitespace="collapse" trims only these
 _MAX_LEXICAL = 64                       # longer numbers cannot be in range at that precision
 
 _MINUTES: dict[str, int] = {}           # 'YYYY-MM-DDTHH:MM' -> its seconds (canonical UTC forms)
-_LAST_MINUTE: list = ["\0", 0]          # the one parse_timestamp met last, and its seconds
+# The minute of _MINUTES that parse_timestamp met last, and its seconds: one tuple,
+# replaced whole, so that a reader in another thread never sees half of a change.
+_last_minute: tuple[str, int] = ("\0", 0)
 _DATETIME_NODE = ox.NamedNode(XSD + "dateTime")
 
 
-@cython.locals(text=str, tens=cython.Py_UCS4, units=cython.Py_UCS4)
+@cython.locals(text=str, tens=cython.Py_UCS4, units=cython.Py_UCS4, last=tuple)
 def parse_timestamp(term: ox.Term) -> tuple[Time, bool]:
     """Read a timestamp literal: ``(seconds, is_datetime)``.
 
@@ -117,6 +119,7 @@ def parse_timestamp(term: ox.Term) -> tuple[Time, bool]:
     ``MAX_FRACTION_DIGITS`` digits after the point).  Raises ``ValueError``
     saying which rule the literal breaks.
     """
+    global _last_minute
     if type(term) is not ox.Literal:
         raise ValueError(f"timestamp is not a literal: {term}")
     node = term.datatype
@@ -128,11 +131,12 @@ def parse_timestamp(term: ox.Term) -> tuple[Time, bool]:
             tens, units = text[17], text[18]
             if "0" <= tens <= "5" and "0" <= units <= "9":
                 second = (ord(tens) - 48) * 10 + (ord(units) - 48)
-                if text.startswith(_LAST_MINUTE[0]):
-                    return _LAST_MINUTE[1] + second, True
+                last = _last_minute
+                if text.startswith(last[0]):
+                    return last[1] + second, True
                 base = _MINUTES.get(text[:16])
                 if base is not None:
-                    _LAST_MINUTE[0], _LAST_MINUTE[1] = text[:16], base
+                    _last_minute = (text[:16], base)
                     return base + second, True
         return datetime_seconds(text), True
     datatype = node.value
