@@ -54,6 +54,17 @@ def test_ci_runs_the_compiled_build():
     assert compiled.status() == {module: None for module in compiled.HOT_SOURCES}
 
 
+def test_every_hot_module_runs_interpreted_without_cython_installed():
+    """The pure build where Cython is not installed (pip builds it in an isolated
+    environment): ``compiled.shadow`` stands in for each declaration a hot module uses."""
+    modules = ", ".join(compiled.HOT_SOURCES)
+    probe = subprocess.run([sys.executable, "-c", f"import sys; sys.modules['cython'] = None; import {modules}; "
+                            f"print(*[sys.modules[m].__file__.endswith('.py') for m in {list(compiled.HOT_SOURCES)}])"],
+                           capture_output=True, text=True, env=_env(SPASEQ_PURE="1"), timeout=120)
+    assert probe.returncode == 0, probe.stderr[-2000:]
+    assert probe.stdout.split() == ["True"] * len(compiled.HOT_SOURCES)
+
+
 _TYPED = "import spaseq_plugin.runtime.nfa_runtime as r, spaseq_plugin.evaluators.spectra as s, " \
          "spaseq_plugin.runtime.results as o, spaseq_plugin.evaluators.sparql_values as v, " \
          "spaseq_plugin.output.jsonl as j; " \
