@@ -652,17 +652,18 @@ class Runtime:
         self._emit_due_pending(time)
         if self._partition_by:
             if len(events) == 1:        # (the common batch: each of its keys gets it whole)
-                groups = dict.fromkeys(partition_keys(self._partition_by, self._placement, events[0],
-                                                      self._standalone), events)
+                groups = [(key, events) for key in partition_keys(self._partition_by, self._placement,
+                                                                  events[0], self._standalone)]
             else:
-                groups = {}
+                by_key: dict = {}
                 for event in events:
                     for key in partition_keys(self._partition_by, self._placement, event, self._standalone):
-                        groups.setdefault(key, []).append(event)
+                        by_key.setdefault(key, []).append(event)
+                groups = list(by_key.items())
         else:
-            groups = {(): events}
+            groups = [((), events)]
         self._starts = {} if len(groups) > 1 else None
-        for key, group in groups.items():
+        for key, group in groups:
             part = self.partitions.get(key)
             if part is None:
                 part = self.partitions[key] = _Partition(key)
@@ -1646,21 +1647,31 @@ def distinct_placement(compiled: CompiledQuery, evaluator) -> list[GpmPattern]:
 
 
 @cython.ccall
-@cython.locals(keys=set, placement=list, solution=dict)
+@cython.locals(keys=set, placement=list, solution=dict, key=tuple, first=tuple)
 def partition_keys(variables: list[str], placement: list[GpmPattern], event: Event,
-                   standalone: Callable[[GpmPattern, Event], list[Solution]]) -> set[tuple]:
-    """The keys of PARTITION BY ``variables`` an event belongs to (semantics.md section 8):
-    the values any placement pattern (``distinct_placement``) binds on it;
-    ``standalone(gpm, event)`` gives a GPM's solutions on the event."""
-    keys = set()
+                   standalone: Callable[[GpmPattern, Event], list[Solution]]) -> list[tuple]:
+    """The keys of PARTITION BY ``variables`` an event belongs to (semantics.md section 8),
+    each once: the values any placement pattern (``distinct_placement``) binds on it;
+    ``standalone(gpm, event)`` gives a GPM's solutions on the event.  (Mostly there is
+    one: a set, which hashes each key's terms, is made when a second comes.)"""
+    first = None
+    keys = None
     for gpm in placement:
         if event.stream not in gpm.streams:
             continue
         for solution in standalone(gpm, event):
             key = _key_of(solution, variables)
-            if None not in key:
+            if not _complete(key):
+                continue
+            if first is None:
+                first = key
+            elif keys is not None:
                 keys.add(key)
-    return keys
+            elif key != first:
+                keys = {first, key}
+    if keys is not None:
+        return list(keys)
+    return [] if first is None else [first]
 
 
 _EMPTY: dict = {}       # the empty mapping, never modified
@@ -1676,11 +1687,22 @@ def _key_of(mapping: dict, variables) -> tuple:
 
 
 @cython.cfunc
+@cython.locals(key=tuple)
+def _complete(key: tuple) -> cython.bint:
+    """Whether ``key`` has no None (a loop of identity tests: ``None in key`` would ask
+    each pyoxigraph term to compare itself with None, and None with it)."""
+    for value in key:
+        if value is None:
+            return False
+    return True
+
+
+@cython.cfunc
 def _mapping_key(mapping: dict, variables: tuple):
     """A run's values of ``variables``, as the evaluator's ``solution_keys`` lists them
     (μ holds the evaluator's own terms); None: one is unbound."""
     key = _key_of(mapping, variables)
-    return None if None in key else key
+    return key if _complete(key) else None
 
 
 @cython.ccall

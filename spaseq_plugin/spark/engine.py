@@ -132,7 +132,7 @@ class Cut:
     partition_by: tuple = ()
     why: str = ""                  # single: why the input is not cut
 
-    def targets(self, record: EventRecord, keys: Callable[[], set[tuple]]) -> list[int]:
+    def targets(self, record: EventRecord, keys: Callable[[], list[tuple]]) -> list[int]:
         """The pieces that read this event."""
         if self.mode == "single":
             return [0]
@@ -435,8 +435,8 @@ def evaluate_piece(piece: int, records: Iterable[EventRecord], query_text: str, 
                        clock.perf_counter() - started, stats.peak_keys, stats.dropped_runs, limit)
 
 
-def event_keys(query_text: str, kb_specs: tuple, record: EventRecord) -> set[tuple]:
-    """The PARTITION BY keys an event belongs to, as the runtime finds them."""
+def event_keys(query_text: str, kb_specs: tuple, record: EventRecord) -> list[tuple]:
+    """The PARTITION BY keys an event belongs to, each once, as the runtime finds them."""
     compiled = _cached(("query", query_text), lambda: compile_query(query_text))
     evaluator = _cached(("keys", query_text, kb_specs), lambda: SpectraEvaluator(_worker_kb(kb_specs)))
     placement = _cached(("placement", query_text, kb_specs), lambda: distinct_placement(compiled, evaluator))
