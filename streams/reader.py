@@ -1440,9 +1440,12 @@ class _TrigSplitter:
                     if self.depth == 1:
                         # A '{' inside a graph block: that block was never
                         # closed.  Cut it off at the start of this line, most
-                        # likely where the next graph's name begins.
-                        cut = buf.rfind(b"\n", self.start, match.start()) + 1
-                        if cut > self.start and (item := self._cut(cut, unclosed=True)):
+                        # likely where the next graph's name begins.  (Of a
+                        # statement too long, the lines before were dropped: what
+                        # is left of it starts this line, whatever the chunks.)
+                        cut = max(buf.rfind(b"\n", self.start, match.start()) + 1, self.start)
+                        if (cut > self.start or self.dropped is not None) and \
+                                (item := self._cut(cut, unclosed=True)):
                             yield item
                     self.depth, self.brace = 1, match.start()
                 elif kind == "close" or (kind == "dot" and self.depth == 0):

@@ -23,6 +23,7 @@ tests/conftest.py (SPASEQ_HYPOTHESIS_PROFILE).
 
 from __future__ import annotations
 
+import ast
 import os
 import re
 import tempfile
@@ -281,6 +282,28 @@ def test_fast_reads_like_careful(data, chunk, batch):
 @given(trig_files(), CHUNKS, BATCHES, st.sampled_from([60, 120, 400]))
 def test_fast_reads_like_careful_under_a_statement_limit(data, chunk, batch, limit):
     check(data, chunk, batch, limit=limit)
+
+
+def test_an_unclosed_block_too_long_ends_at_the_next_graph_whatever_the_chunks(tmp_path):
+    """A graph block never closed, longer than the statement limit, is dropped as it
+    is scanned; it still ends at the line of the next graph block, which is read.
+    Read a byte at a time, the dropped lines took the newline before that block
+    with them, and the block went into the dropped statement, its event lost."""
+    path = tmp_path / "s.trig"
+    path.write_bytes(b"@prefix ex: <http://example/> .\n@prefix prov: <http://www.w3.org/ns/prov#> .\n"
+                     b"ex:g1 prov:generatedAtTime 1 .\n"
+                     b"ex:g1 { ex:s ex:p ex:o .\n"
+                     b"ex:s ex:p ex:oooooooooooooooooooooooooooooooooooooooo .\n"
+                     b"ex:g2 { ex:a ex:b ex:c }\nex:g2 prov:generatedAtTime 2 .\n")
+    seen = []
+    for chunk in (1, 7, 1 << 16):
+        with mock.patch.object(files, "_CHUNK_BYTES", chunk), mock.patch.object(reader, "MAX_STATEMENT_BYTES", 60):
+            for fast in (False, True):
+                seen.append(outcome(str(path), fast=fast))
+    assert all(items == seen[0] for items in seen)
+    items = ast.literal_eval(seen[0])
+    assert [(item[0], item[-1]) for item in items] == [("error", "too-large"), ("event", f"{path}:6")]
+    assert items[0][1] == "statement of 81 bytes is longer than the limit of 60 bytes"
 
 
 @st.composite
