@@ -974,10 +974,12 @@ class _Assembler:
                 return False
             if carried.time is None and head_time is None:
                 return False            # it would wait for its timestamp
+        tail_names: set = set()
         for name, time, _ in tail:
             if name in unique or (carried is not None and name == carried.name) \
-                    or done.get(name, _ABSENT) is not _ABSENT or name in orphans:
-                return None             # (the general rules decide)
+                    or done.get(name, _ABSENT) is not _ABSENT or name in orphans or name in tail_names:
+                return None             # (the general rules decide: two stamps of one graph, say)
+            tail_names.add(name)
         # Commit.
         first = self.graphs
         if carried is not None:

@@ -258,6 +258,8 @@ HEAD = HEADERS[0].encode()
 @given(trig_files(), CHUNKS, BATCHES)
 # Each of these goes wrong when one safeguard of the fast reading is left out.
 @example(HEAD + b"ex:g1 { }\n", 1 << 20, 1 << 16)                  # empty block
+@example(HEAD + b"ex:g0 prov:generatedAtTime 1 .\nex:g0 { ex:s ex:p ex:o }\n"   # two stamps of a graph
+         b"ex:g1 prov:generatedAtTime 2 .\nex:g1 prov:generatedAtTime 3 .\n", 1 << 20, 1 << 16)   # to come
 @example(HEAD + b"ex:a ex:b ex:c . ex:g1 { }\nex:g1 prov:generatedAtTime 1 .\n", 1 << 20, 1 << 16)
 @example(HEAD + b'ex:a ex:b ex:c . VERSION "1.2"\n'                  # directive without '.'
          b"ex:g1 { ex:s ex:p ex:o }\nex:g1 prov:generatedAtTime 1 .\n", 1 << 20, 1 << 16)
