@@ -335,9 +335,7 @@ class _Ages:
     spent leaves at once (:meth:`discard`: strict contiguity spends most runs
     long before their window ends, and a run kept until then is freed cold);
     other dead runs stay until expiry, :meth:`oldest` or :meth:`compact` meets
-    them.  A first τ whose runs all left stays, with an empty list, until it comes
-    up: under strict contiguity a run's successor (of the same first τ) registers
-    right after the run left, and finds its list and heap entry still there."""
+    them.  A first τ whose runs all left stays in the heap until it comes up."""
     times = cython.declare(list, visibility="public")       # the distinct first τs: a heap
     runs = cython.declare(dict, visibility="public")        # first τ -> its runs, oldest first
 
@@ -368,20 +366,16 @@ class _Ages:
                 if runs[i] is run:
                     del runs[i]
                     break
+            if not runs:
+                del self.runs[run.first]
 
     @cython.ccall
-    @cython.locals(runs=list)
     def first_time(self):
         """The least first τ (of a live run or a dead one not yet dropped); None: no runs."""
         times = self.times
-        while times:
-            runs = self.runs.get(times[0])
-            if runs:
-                return times[0]
-            if runs is not None:
-                del self.runs[times[0]]
+        while times and times[0] not in self.runs:
             heappop(times)
-        return None
+        return times[0] if times else None
 
     @cython.ccall
     @cython.locals(expired=list)
@@ -858,12 +852,19 @@ class Runtime:
         if self._prefetching:
             self._prefetch(live, events, strict)
         created: list[Run] = []
+        spent: list[Run] = []
         for run in live:
-            if not run.dead:        # unless a limit dropped it meanwhile
-                self._advance(part, run, time, events, created, run in strict)
+            # (unless a limit dropped it meanwhile)
+            if not run.dead and self._advance(part, run, time, events, created, run in strict):
+                spent.append(run)
         self._start(part, time, events, created)
         for run in created:
             self._register(part, run)
+        # The runs that spent every edge leave their first τ's list after their successors
+        # joined it: under strict contiguity the list and its heap entry were otherwise
+        # dropped and made again for each run.
+        for run in spent:
+            part.ages.discard(run)
         if self.needs_buffer:
             # A guard looks at events after a run's last τ, never before the oldest
             # run's first: older events are of no use, nor is anything without runs.
@@ -1021,8 +1022,9 @@ class Runtime:
     @cython.cfunc
     @cython.locals(part=_Partition, run=Run, step=_Step)
     def _advance(self, part: _Partition, run: Run, time: Time, events: list[Event],
-                 created: list[Run], strict_turn: bool) -> None:
-        """Try every live edge of ``run`` on the batch; spend edges per strategy."""
+                 created: list[Run], strict_turn: bool) -> cython.bint:
+        """Try every live edge of ``run`` on the batch; spend edges per strategy.  Whether
+        it spent them all (killed: the caller takes it out of ``part.ages``)."""
         steps = self._steps[run.state]
         alive = ~run.spent          # the edges alive before this batch (the loop spends some)
         for step in steps:
@@ -1057,7 +1059,8 @@ class Runtime:
                 self._extend(part, run, step, mu, used, time, created, False)
         if run.spent == (1 << len(steps)) - 1 and not run.dead:
             self._kill(part, run)
-            part.ages.discard(run)
+            return True
+        return False
 
     @cython.cfunc
     @cython.locals(part=_Partition, run=Run, new=Run, step=_Step)
