@@ -72,39 +72,65 @@ class Unsupported(Exception):
 # cache, a term and a copy of its text per entry.  Such a term is computed at each use.
 CACHE_LIMIT = 4_096
 MAX_CACHED_TERM_CHARS = 1_024
+_GENERATION = cython.declare(cython.Py_ssize_t, CACHE_LIMIT // 2)
+_MISSING = object()
 
 
-class _Uncached(Exception):
-    """A large term's value, computed but kept by no cache (functools' LRU cache keeps
-    nothing when the function raises)."""
+class _Large:
+    """A large term's value, computed but not kept (see above)."""
+    __slots__ = ("value",)
 
     def __init__(self, value):
-        super().__init__()
         self.value = value
 
 
-def _kept_by_value(function):
-    """``function`` under an LRU cache of CACHE_LIMIT terms that raises :class:`_Uncached`
-    for a term too large to keep: whoever calls it takes the value from the exception."""
-    def computed(term):
-        value = function(term)
-        if len(str(term)) > MAX_CACHED_TERM_CHARS:
-            raise _Uncached(value)
+@cython.cclass
+class _KeptByValue:
+    """``function`` of a term, kept by value for the terms asked last: two generations
+    of at most CACHE_LIMIT / 2 terms each, the older dropped whole when the newer is
+    full (a term found in the older moves to the newer).  A term found costs one dict
+    lookup: a pyoxigraph term hashes its whole text at each lookup, and
+    functools.lru_cache added a key tuple, its hash and its list's upkeep."""
+    function = cython.declare(object)
+    newer = cython.declare(dict)
+    older = cython.declare(dict)
+
+    def __init__(self, function):
+        self.function = function
+        self.newer = {}
+        self.older = {}
+
+    @cython.ccall
+    def get(self, term):
+        value = self.lookup(term)
+        return value.value if type(value) is _Large else value
+
+    @cython.cfunc
+    def lookup(self, term):
+        """The value, or a _Large holding it when the term is too large to keep."""
+        value = self.newer.get(term, _MISSING)
+        if value is not _MISSING:
+            return value
+        value = self.older.get(term, _MISSING)
+        if value is _MISSING:
+            value = self.function(term)
+            if len(str(term)) > MAX_CACHED_TERM_CHARS:
+                return _Large(value)
+        self.newer[term] = value
+        if len(self.newer) >= _GENERATION:
+            self.older = self.newer
+            self.newer = {}
         return value
-    return functools.lru_cache(maxsize=CACHE_LIMIT)(computed)
 
 
 def term_cache(function):
-    """``function`` of one term, remembered for the last CACHE_LIMIT terms used but
-    large ones: a stream's values repeat, and a lookup costs a fraction of the work."""
-    cached = _kept_by_value(function)
+    """``function`` of one term, remembered for the terms used last but large ones:
+    a stream's values repeat, and a lookup costs a fraction of the work."""
+    get = _KeptByValue(function).get
 
     @functools.wraps(function)
     def lookup(term):
-        try:
-            return cached(term)
-        except _Uncached as large:
-            return large.value
+        return get(term)
     return lookup
 
 
@@ -115,7 +141,7 @@ _IDENTITY_SLOTS = cython.declare(cython.Py_ssize_t, CACHE_LIMIT)
 class RevisitedTermCache:
     """``term_cache`` for a function asked about the same term objects again and
     again (a run's value is tested against every event it may extend, an event's
-    value against every run): an identity lookup in front of the LRU cache.  A
+    value against every run): an identity lookup in front of the by-value cache.  A
     pyoxigraph term hashes its whole text (SipHash over the IRI or lexical form
     and datatype), most of a by-value lookup's cost; an object's address costs
     nothing.  The identity level is direct-mapped: CACHE_LIMIT slots, a term's
@@ -125,11 +151,11 @@ class RevisitedTermCache:
     only pays for it.)  Neither level keeps a term longer than
     MAX_CACHED_TERM_CHARS.  Called like the function; compiled code of this module
     calls :meth:`get`, a C method."""
-    by_value = cython.declare(object)
+    by_value = cython.declare(_KeptByValue)
     by_id = cython.declare(list)
 
     def __init__(self, function):
-        self.by_value = _kept_by_value(function)
+        self.by_value = _KeptByValue(function)
         self.by_id = [None] * _IDENTITY_SLOTS      # slot -> (term, value), or None
 
     @cython.ccall
@@ -142,10 +168,9 @@ class RevisitedTermCache:
         entry = self.by_id[slot]
         if entry is not None and entry[0] is term:
             return entry[1]
-        try:
-            value = self.by_value(term)
-        except _Uncached as large:
-            return large.value
+        value = self.by_value.lookup(term)
+        if type(value) is _Large:
+            return value.value
         self.by_id[slot] = (term, value)
         return value
 
