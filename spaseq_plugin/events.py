@@ -100,14 +100,16 @@ _DATETIME_FORM = re.compile(
 _XSD_SPACE = " \t\n\r"                  # whitespace="collapse" trims only these
 _MAX_LEXICAL = 64                       # longer numbers cannot be in range at that precision
 
-_MINUTES: dict[str, int] = {}           # 'YYYY-MM-DDTHH:MM' -> its seconds (canonical UTC forms)
-# The minute of _MINUTES that parse_timestamp met last, and its seconds: one tuple,
+_DAYS: dict[str, int] = {}              # 'YYYY-MM-DDT' -> its seconds at 00:00 (canonical UTC forms)
+# The day of _DAYS that parse_timestamp met last, and its seconds: one tuple,
 # replaced whole, so that a reader in another thread never sees half of a change.
-_last_minute: tuple[str, int] = ("\0", 0)
+_last_day: tuple[str, int] = ("\0", 0)
 _DATETIME_NODE = ox.NamedNode(XSD + "dateTime")
 
 
-@cython.locals(text=str, tens=cython.Py_UCS4, units=cython.Py_UCS4, last=tuple)
+@cython.locals(text=str, h1=cython.Py_UCS4, h2=cython.Py_UCS4, m1=cython.Py_UCS4, m2=cython.Py_UCS4,
+                s1=cython.Py_UCS4, s2=cython.Py_UCS4, hours=cython.long, seconds=cython.long,
+                last=tuple)
 def parse_timestamp(term: ox.Term) -> tuple[Time, bool]:
     """Read a timestamp literal: ``(seconds, is_datetime)``.
 
@@ -119,25 +121,30 @@ def parse_timestamp(term: ox.Term) -> tuple[Time, bool]:
     ``MAX_FRACTION_DIGITS`` digits after the point).  Raises ``ValueError``
     saying which rule the literal breaks.
     """
-    global _last_minute
+    global _last_day
     if type(term) is not ox.Literal:
         raise ValueError(f"timestamp is not a literal: {term}")
     node = term.datatype
     if node == _DATETIME_NODE:
         text = term.value
-        # The common case, a canonical UTC time in a minute already seen: that of the
-        # time before (compiled, this allocates nothing), or another (two lookups).
-        if len(text) == 20 and text[19] == "Z" and text[16] == ":":
-            tens, units = text[17], text[18]
-            if "0" <= tens <= "5" and "0" <= units <= "9":
-                second = (ord(tens) - 48) * 10 + (ord(units) - 48)
-                last = _last_minute
-                if text.startswith(last[0]):
-                    return last[1] + second, True
-                base = _MINUTES.get(text[:16])
-                if base is not None:
-                    _last_minute = (text[:16], base)
-                    return base + second, True
+        # The common case, a canonical UTC time of a day already seen: that of the
+        # time before (compiled, this allocates nothing), or another (one lookup).
+        # Streams of one event a minute or rarer (sensors) meet a new minute each time.
+        if len(text) == 20 and text[19] == "Z" and text[13] == ":" and text[16] == ":":
+            h1, h2, m1, m2, s1, s2 = text[11], text[12], text[14], text[15], text[17], text[18]
+            if "0" <= h1 <= "2" and "0" <= h2 <= "9" and "0" <= m1 <= "5" and "0" <= m2 <= "9" \
+                    and "0" <= s1 <= "5" and "0" <= s2 <= "9":
+                hours = (ord(h1) - 48) * 10 + (ord(h2) - 48)
+                if hours < 24:
+                    seconds = hours * 3600 + ((ord(m1) - 48) * 10 + (ord(m2) - 48)) * 60 \
+                        + (ord(s1) - 48) * 10 + (ord(s2) - 48)
+                    last = _last_day
+                    if text.startswith(last[0]):
+                        return last[1] + seconds, True
+                    base = _DAYS.get(text[:11])
+                    if base is not None:
+                        _last_day = (text[:11], base)
+                        return base + seconds, True
         return datetime_seconds(text), True
     datatype = node.value
     if datatype in _DATETIME_TYPES:
@@ -226,14 +233,14 @@ def datetime_seconds(text: str, zone_required: bool = False) -> Time:
         return _in_range(whole + Decimal(fraction), text, True)
     value = _in_range(whole, text, True)
     if zone == "Z" and len(text) == 20 and hours < 24:
-        _remember_minute(text[:16], whole - seconds)
+        _remember_day(text[:11], days * 86400)
     return value
 
 
-def _remember_minute(minute: str, seconds: int) -> None:
-    if len(_MINUTES) >= 4096:
-        _MINUTES.clear()
-    _MINUTES[minute] = seconds
+def _remember_day(day: str, seconds: int) -> None:
+    if len(_DAYS) >= 4096:
+        _DAYS.clear()
+    _DAYS[day] = seconds
 
 
 def _in_range(value: Time, text: str, is_datetime: bool) -> Time:

@@ -229,18 +229,31 @@ _UTC_TIMES = st.lists(st.tuples(st.integers(min_value=-62135596800 // 60, max_va
                                 st.integers(min_value=0, max_value=59)), min_size=1, max_size=40)
 
 
+_NEAR_UTC_TIMES = st.integers(min_value=-62135596800 // 60, max_value=253402300799 // 60 - 5000).flatmap(
+    lambda start: st.lists(st.tuples(st.integers(min_value=start, max_value=start + 5000),
+                                     st.integers(min_value=0, max_value=59)), min_size=1, max_size=40))
+
+
 @settings(max_examples=300)
-@given(st.one_of(_UTC_TIMES, _UTC_TIMES.map(sorted)))
+@given(st.one_of(_UTC_TIMES, _UTC_TIMES.map(sorted), _NEAR_UTC_TIMES, _NEAR_UTC_TIMES.map(sorted)))
 def test_canonical_utc_timestamps_are_read_as_datetime_does_in_any_order(times):
-    """parse_timestamp's fast path (the minute of the time before, then minutes seen
-    before) against datetime's calendar, minutes repeated, new and revisited."""
+    """parse_timestamp's fast path (the day of the time before, then days seen
+    before, the time of day from its digits) against datetime's calendar: days
+    repeated, new and revisited, and forms of a known day it must not take."""
     from spaseq_plugin.events import parse_timestamp
     epoch = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc)
+    dt = ox.NamedNode("http://www.w3.org/2001/XMLSchema#dateTime")
     for minute, second in times:
         moment = epoch + datetime.timedelta(minutes=minute, seconds=second)
         text = moment.isoformat().replace("+00:00", "Z")
-        literal = ox.Literal(text, datatype=ox.NamedNode("http://www.w3.org/2001/XMLSchema#dateTime"))
-        assert parse_timestamp(literal) == (minute * 60 + second, True), text
+        assert parse_timestamp(ox.Literal(text, datatype=dt)) == (minute * 60 + second, True), text
+        day = text[:11]
+        midnight = minute * 60 - (moment.hour * 3600 + moment.minute * 60)
+        if moment.year < 9999 or moment.month < 12 or moment.day < 31:
+            assert parse_timestamp(ox.Literal(day + "24:00:00Z", datatype=dt)) == (midnight + 86400, True)
+        for wrong in ("25:00:00Z", "10:60:00Z", "10:00:60Z", "1O:00:00Z", "10:00:00+"):
+            with pytest.raises(ValueError):
+                parse_timestamp(ox.Literal(day + wrong, datatype=dt))
 
 
 def test_partition_places_events_whatever_filters_on_other_gpms_say():
