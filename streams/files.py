@@ -186,26 +186,32 @@ def merge_streams(sources: list[Iterator[Event | EventError]], delivered: list[i
     """
     heap: list[tuple[Time, int, Event]] = []
     iterators = [iter(source) for source in sources]
-
-    def pull(index: int) -> Iterator[EventError]:
-        # Advance one source to its next event, passing errors through.
-        for item in iterators[index]:
+    for index, iterator in enumerate(iterators):
+        for item in iterator:
             if isinstance(item, EventError):
                 if delivered is not None:
                     delivered[index] += 1
                 yield item
                 continue
             heapq.heappush(heap, (item.time, index, item))
-            return
-
-    for index in range(len(iterators)):
-        yield from pull(index)
+            break
+    # The event on top goes out, then its source's next event takes its place (one
+    # sift, where a pop and a push made two); no generator per event.
     while heap:
-        _, index, event = heapq.heappop(heap)
+        _, index, event = heap[0]
         if delivered is not None:
             delivered[index] += 1
         yield event
-        yield from pull(index)
+        for item in iterators[index]:
+            if isinstance(item, EventError):
+                if delivered is not None:
+                    delivered[index] += 1
+                yield item
+                continue
+            heapq.heapreplace(heap, (item.time, index, item))
+            break
+        else:
+            heapq.heappop(heap)
 
 
 def skip_items(source: Iterable[Event | EventError], count: int) -> Iterator[Event | EventError]:

@@ -8,6 +8,8 @@ from pathlib import Path
 
 import pyoxigraph as ox
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 
 from spaseq_plugin.errors import EventError
 from spaseq_plugin.events import Event
@@ -398,6 +400,38 @@ def test_merge_streams_passes_errors_at_once():
     # The error comes out as soon as it is read (once b5 was taken), and the
     # events keep their order around it.
     assert out == ["a1", "b5", error, "a6", "a7", "b9"]
+
+
+_SOURCES = st.lists(st.lists(st.one_of(st.integers(min_value=0, max_value=6), st.none()), max_size=8),
+                    min_size=1, max_size=4)
+
+
+@given(_SOURCES)
+def test_merge_streams_is_a_stable_sort_that_counts_what_it_passes_on(times_per_source):
+    """Events come out by time, ties in the order of the sources, then of each
+    source; an error (None here) comes out with the events read before it; and
+    ``delivered`` counts, per source, every item passed on."""
+    sources, expected_events = [], []
+    for i, times in enumerate(times_per_source):
+        items, clock = [], 0
+        for j, step in enumerate(times):
+            if step is None:
+                items.append(EventError(f"bad {i}.{j}", f"s{i}:{j}"))
+            else:
+                clock += step
+                items.append(ev(f"S{i}", clock, f"s{i}e{j}"))
+                expected_events.append((clock, i, j))
+        sources.append(items)
+    delivered = [0] * len(sources)
+    merged = list(merge_streams([iter(items) for items in sources], delivered))
+    events = [x for x in merged if not isinstance(x, EventError)]
+    assert [e.name.value.removeprefix(EX) for e in events] == \
+        [f"s{i}e{j}" for _, i, j in sorted(expected_events)]
+    assert sorted(map(id, merged)) == sorted(id(x) for items in sources for x in items)
+    assert delivered == [len(items) for items in sources]
+    for items in sources:       # each source's own order is kept, errors included
+        mine = {id(x) for x in items}
+        assert [x for x in merged if id(x) in mine] == items
 
 
 # ---- reference-implementation manifests ------------------------------------
