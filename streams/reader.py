@@ -120,7 +120,7 @@ import gc
 import re
 from collections import OrderedDict
 from collections.abc import Iterable, Iterator
-from itertools import accumulate, islice, repeat
+from itertools import islice
 
 import pyoxigraph as ox
 
@@ -573,28 +573,42 @@ def _group(quads: Iterable[ox.Quad]) -> tuple[list, list, int]:
 def _block_lines(text: bytes, runs: list, first_line: int) -> list[int] | None:
     """The line of each run of a TriG piece, from the '{' of its block (rule 1
     of the module docstring), or None when they cannot be told so."""
-    annotations = text.count(b"{|")
-    if not annotations:
-        # (the common case, at C speed: the newlines before each '{')
-        segments = text.split(b"{")
-        if len(segments) - 1 != len(runs):
-            return _scanned_block_lines(text, runs, first_line)
-        lines = list(accumulate(map(bytes.count, segments, repeat(b"\n", len(runs))), initial=first_line))
-        del lines[0]
-        return lines
-    if text.count(b"{") - annotations != len(runs):
-        return _scanned_block_lines(text, runs, first_line)
     lines = []
     line, at = first_line, 0
-    find, count = text.find, text.count
     for _ in runs:
-        brace = find(b"{", at)
-        while text[brace + 1] == 124:                   # '{|': an annotation
-            brace = find(b"{", brace + 1)
-        line += count(b"\n", at, brace)
+        brace = _next_block_brace(text, at)
+        if brace < 0:
+            return _scanned_block_lines(text, runs, first_line)
+        line += _newlines(text, at, brace)
         lines.append(line)
         at = brace + 1
+    if _next_block_brace(text, at) >= 0:
+        # (a '{' in a string, a comment or an IRI: more braces than blocks)
+        return _scanned_block_lines(text, runs, first_line)
     return lines
+
+
+def _next_block_brace(text: bytes, at: int) -> int:
+    """The first '{' from ``at`` that does not open an annotation ('{|'), or -1 (found
+    at C speed: most pieces have one '{' per event, and long lines)."""
+    brace = text.find(b"{", at)
+    while brace >= 0 and text[brace + 1:brace + 2] == b"|":
+        brace = text.find(b"{", brace + 1)
+    return brace
+
+
+@cython.locals(start=cython.Py_ssize_t, end=cython.Py_ssize_t, i=cython.Py_ssize_t, count=cython.Py_ssize_t)
+def _newlines(text: bytes, start: int, end: int) -> int:
+    """``text.count(b"\\n", start, end)`` for 0 <= start <= end <= len(text).  Compiled, a
+    loop the C compiler vectorises: CPython's count goes a byte at a time (it checks
+    a limit at each match), and a piece of long lines is mostly bytes between them."""
+    if cython.compiled:
+        data = cython.declare(cython.p_uchar, text)
+        count = 0
+        for i in range(start, end):
+            count += data[i] == 10
+        return count
+    return text.count(b"\n", start, end)
 
 
 def _scanned_block_lines(text: bytes, runs: list, first_line: int) -> list[int] | None:
@@ -1647,7 +1661,7 @@ class _TrigParser:
 
     def piece(self, text: bytes) -> _Piece:
         """Lines parsed at once (see the module docstring)."""
-        lines = text.count(b"\n")
+        lines = _newlines(text, 0, len(text))
         try:
             parser = ox.parse(input=self.header + text, format=ox.RdfFormat.TRIG, base_iri=self.base)
             runs, stamps, quads = _group(parser)
