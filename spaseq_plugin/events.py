@@ -108,7 +108,7 @@ _DATETIME_NODE = ox.NamedNode(XSD + "dateTime")
 
 
 @cython.locals(text=str, h1=cython.Py_UCS4, h2=cython.Py_UCS4, m1=cython.Py_UCS4, m2=cython.Py_UCS4,
-                s1=cython.Py_UCS4, s2=cython.Py_UCS4, hours=cython.long, seconds=cython.long,
+                s1=cython.Py_UCS4, s2=cython.Py_UCS4, hours=cython.Py_ssize_t, seconds=cython.Py_ssize_t,
                 last=tuple)
 def parse_timestamp(term: ox.Term) -> tuple[Time, bool]:
     """Read a timestamp literal: ``(seconds, is_datetime)``.
