@@ -77,7 +77,9 @@ class JsonLinesWriter:
         if not (time is self._time and is_datetime is self._is_datetime) and not (
                 time == self._time and type(time) is type(self._time) and is_datetime == self._is_datetime):
             self._time, self._is_datetime = time, is_datetime
-            self._head = '{"time": ' + json.dumps(format_time(time, is_datetime)) + ', "bindings": {'
+            shown = format_time(time, is_datetime)
+            # (an xsd:dateTime's text has nothing JSON escapes: json.dumps took twice format_time's time)
+            self._head = '{"time": ' + ('"' + shown + '"' if is_datetime else json.dumps(shown)) + ', "bindings": {'
         pieces = self._pieces
         keys = self._keys
         pieces.append(self._head)
