@@ -729,7 +729,7 @@ def _steps(plan: Plan, views: list[list]) -> tuple[list, list, bool]:
     object is a variable, object, the two are one variable, view index,
     filters the step makes decidable)``, the filters left for after the
     KB join, and whether every view has one row; cached per plan."""
-    sizes = tuple([len(rows) for rows in views])
+    sizes = (len(views[0]),) if len(views) == 1 else tuple([len(rows) for rows in views])
     found = plan.orders.get(sizes)
     if found is None:
         if len(plan.orders) > 256:

@@ -1686,6 +1686,8 @@ _NO_RUNS: frozenset = frozenset()
 def _key_of(mapping: dict, variables) -> tuple:
     """The values of ``variables`` in ``mapping`` (None where unbound): a PARTITION BY
     key, or a probe's."""
+    if len(variables) == 1:     # (the common key: no list made first)
+        return (mapping.get(variables[0]),)
     return tuple([mapping.get(v) for v in variables])
 
 
