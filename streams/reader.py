@@ -588,15 +588,18 @@ def _block_lines(text: bytes, runs: list, first_line: int) -> list[int] | None:
     return lines
 
 
+@cython.cfunc
+@cython.locals(text=bytes, at=cython.Py_ssize_t, brace=cython.Py_ssize_t)
 def _next_block_brace(text: bytes, at: int) -> int:
     """The first '{' from ``at`` that does not open an annotation ('{|'), or -1 (found
     at C speed: most pieces have one '{' per event, and long lines)."""
     brace = text.find(b"{", at)
-    while brace >= 0 and text[brace + 1:brace + 2] == b"|":
+    while 0 <= brace < len(text) - 1 and text[brace + 1] == 124:       # (124: '|')
         brace = text.find(b"{", brace + 1)
     return brace
 
 
+@cython.cfunc
 @cython.locals(start=cython.Py_ssize_t, end=cython.Py_ssize_t, i=cython.Py_ssize_t, count=cython.Py_ssize_t)
 def _newlines(text: bytes, start: int, end: int) -> int:
     """``text.count(b"\\n", start, end)`` for 0 <= start <= end <= len(text).  Compiled, a
