@@ -33,6 +33,7 @@ import glob
 import gzip
 import heapq
 import itertools
+import math
 import os
 import re
 import zlib
@@ -184,24 +185,17 @@ def merge_streams(sources: list[Iterator[Event | EventError]], delivered: list[i
     passed on so far, not those read ahead: the sources' positions for a
     checkpoint (``skip_items`` resumes them).
     """
-    heap: list[tuple[Time, int, Event]] = []
     iterators = [iter(source) for source in sources]
-    for index, iterator in enumerate(iterators):
-        for item in iterator:
-            if isinstance(item, EventError):
-                if delivered is not None:
-                    delivered[index] += 1
-                yield item
-                continue
-            heapq.heappush(heap, (item.time, index, item))
-            break
-    # The event on top goes out, then its source's next event takes its place (one
-    # sift, where a pop and a push made two); no generator per event.
+    # The top of the heap goes out, then its source's next event takes its place: one
+    # sift per event, and no generator per event.  Each source starts with a placeholder
+    # before any time, so that it is read to its first event before any event goes out.
+    heap: list[tuple[Time, int, Event | None]] = [(-math.inf, index, None) for index in range(len(iterators))]
     while heap:
         _, index, event = heap[0]
-        if delivered is not None:
-            delivered[index] += 1
-        yield event
+        if event is not None:
+            if delivered is not None:
+                delivered[index] += 1
+            yield event
         for item in iterators[index]:
             if isinstance(item, EventError):
                 if delivered is not None:

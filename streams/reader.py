@@ -483,7 +483,7 @@ class _NQuadsReader(EventReader):
 
     def _piece(self, text: bytes) -> None:
         first = self.line
-        lines = text.count(b"\n")
+        lines = _newlines(text, 0, len(text))
         self.line += lines
         if FAST:
             try:
@@ -623,7 +623,7 @@ def _scanned_block_lines(text: bytes, runs: list, first_line: int) -> list[int] 
         return None
     lines, line, at = [], first_line, 0
     for brace in braces:
-        line += text.count(b"\n", at, brace)
+        line += _newlines(text, at, brace)
         lines.append(line)
         at = brace
     return lines

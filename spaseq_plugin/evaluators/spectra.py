@@ -192,7 +192,8 @@ def _order_number(term: Term) -> float | None:
 
 
 _LITERAL = ox.Literal      # (a module global: `ox.Literal` is a module attribute lookup per use)
-_KEPT_EVENTS = cython.declare(cython.Py_ssize_t, 16)    # event summaries kept: more than a batch of simultaneous events needs
+# event summaries kept: more than a batch of simultaneous events needs
+_KEPT_EVENTS = cython.declare(cython.Py_ssize_t, 16)
 
 
 @cython.cclass
