@@ -93,6 +93,7 @@ class shadow:
     compiled = False
     bint = bool
     Py_ssize_t = int
+    longlong = int
     Py_UCS4 = str
     double = float
 

@@ -435,8 +435,8 @@ class _Partition:
     pending = cython.declare(list, visibility="public")
     buffer = cython.declare(list, visibility="public")
     ages = cython.declare(_Ages, visibility="public")
-    runs = cython.declare(object, visibility="public")
-    garbage = cython.declare(object, visibility="public")
+    runs = cython.declare(cython.Py_ssize_t, visibility="public")
+    garbage = cython.declare(cython.Py_ssize_t, visibility="public")
     filed = cython.declare(cython.bint, visibility="public")
     dropped = cython.declare(cython.bint, visibility="public")
 
@@ -519,21 +519,21 @@ class Runtime:
     pending_heap = cython.declare(list, visibility="public")
     _seq = cython.declare(object, visibility="public")
     needs_buffer = cython.declare(object, visibility="public")
-    active_runs = cython.declare(object, visibility="public")
-    peak_runs = cython.declare(object, visibility="public")
-    peak_keys = cython.declare(object, visibility="public")
-    state_bytes = cython.declare(object, visibility="public")
-    dropped_runs = cython.declare(object, visibility="public")
+    active_runs = cython.declare(cython.longlong, visibility="public")
+    peak_runs = cython.declare(cython.longlong, visibility="public")
+    peak_keys = cython.declare(cython.longlong, visibility="public")
+    state_bytes = cython.declare(cython.longlong, visibility="public")
+    dropped_runs = cython.declare(cython.longlong, visibility="public")
     limits = cython.declare(object, visibility="public")
-    _max_runs = cython.declare(object, visibility="public")
-    _max_partition_runs = cython.declare(object, visibility="public")
-    _max_state_bytes = cython.declare(object, visibility="public")
+    _max_runs = cython.declare(cython.longlong, visibility="public")
+    _max_partition_runs = cython.declare(cython.longlong, visibility="public")
+    _max_state_bytes = cython.declare(cython.longlong, visibility="public")
     _batch_matches = cython.declare(list, visibility="public")
     _batching = cython.declare(cython.bint, visibility="public")
     _memo = cython.declare(dict, visibility="public")
     _starts = cython.declare(object, visibility="public")
     _deadlines = cython.declare(list, visibility="public")
-    _stale_deadlines = cython.declare(object, visibility="public")
+    _stale_deadlines = cython.declare(cython.longlong, visibility="public")
     _batch_streams = cython.declare(object, visibility="public")
     _batch_stream = cython.declare(object, visibility="public")
     _prefetching = cython.declare(object, visibility="public")
@@ -572,10 +572,11 @@ class Runtime:
         self.state_bytes = 0         # their estimated size (_run_bytes)
         self.dropped_runs = 0        # partial matches a limit dropped
         self.limits = limits if limits is not None else StateLimits()
+        # The counters and caps are C integers when compiled: a cap beyond 2**62 is none.
         unlimited = 1 << 62
-        self._max_runs = self.limits.max_runs or unlimited
-        self._max_partition_runs = self.limits.max_partition_runs or unlimited
-        self._max_state_bytes = self.limits.max_state_bytes or unlimited
+        self._max_runs = min(self.limits.max_runs or unlimited, unlimited)
+        self._max_partition_runs = min(self.limits.max_partition_runs or unlimited, unlimited)
+        self._max_state_bytes = min(self.limits.max_state_bytes or unlimited, unlimited)
         self._batch_matches: list[Match] = []      # matches of the batch being processed
         self._batching = False
         self._memo: dict[tuple[GpmPattern, Event, frozenset], list[Solution]] = {}
@@ -1360,7 +1361,8 @@ class Runtime:
         part.garbage = 0
 
     @cython.cfunc
-    @cython.locals(part=_Partition, run=Run, waiting=_Waiting, bucket=_Bucket, step=_Step, probe=Probe)
+    @cython.locals(part=_Partition, run=Run, waiting=_Waiting, bucket=_Bucket, step=_Step, probe=Probe,
+                   size=cython.Py_ssize_t)
     def _register(self, part: _Partition, run: Run) -> None:
         size = run.size = _run_bytes(run)
         if self._full(part, size) and not self._make_room(part, run, size):
@@ -1442,8 +1444,8 @@ class Runtime:
     # -- limits --------------------------------------------------------------
 
     @cython.cfunc
-    @cython.locals(part=_Partition)
-    def _full(self, part: _Partition, size: int) -> bool:
+    @cython.locals(part=_Partition, size=cython.longlong)
+    def _full(self, part: _Partition, size: int) -> cython.bint:
         """Whether one more run (or pending match) of ``size`` bytes in ``part`` passes a limit."""
         return (part.runs >= self._max_partition_runs or self.active_runs >= self._max_runs
                 or self.state_bytes + size > self._max_state_bytes)
@@ -1734,8 +1736,8 @@ _PENDING_BYTES = 400       # a pending match: its object and its two heap entrie
 
 
 @cython.cfunc
-@cython.locals(run=Run)
-def _run_bytes(run: Run) -> int:
+@cython.locals(run=Run, size=cython.Py_ssize_t)
+def _run_bytes(run: Run) -> cython.Py_ssize_t:
     """About the resident memory a run adds (CPython 3.11, 64 bits): the run, its
     heap and index entries, its mapping, its tuple of events, its Kleene
     iterations (the events, the terms and earlier iterations' bindings are shared
