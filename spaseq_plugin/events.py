@@ -293,19 +293,46 @@ def format_time(time: Time, is_datetime: bool) -> int | float | str:
     representable second."""
     if not is_datetime:
         return time if isinstance(time, int) else float(time)
-    whole = math.floor(time)
-    days, seconds = divmod(whole, 86400)
-    minutes = seconds // 60
-    text = f"{_date_text(days)}{_TWO_DIGITS[minutes // 60]}:{_TWO_DIGITS[minutes % 60]}:{_TWO_DIGITS[seconds % 60]}"
-    if whole != time:
-        fraction = format(time - whole, "f")[1:].rstrip("0")
-        text += fraction.ljust(7, "0")
-    return text + "Z"
+    whole = time if type(time) is int else math.floor(time)
+    text = _second_text(whole) if -_C_SECONDS < whole < _C_SECONDS else _any_second_text(whole)
+    if whole == time:
+        return text
+    fraction = format(time - whole, "f")[1:].rstrip("0")
+    return text[:-1] + fraction.ljust(7, "0") + "Z"
 
 
 # A result writer formats each new timestamp: the date part changes once a day, and
-# building the time of day from two-digit pieces is five times faster than six format specs.
+# building the time of day from two-digit pieces is five times faster than six format
+# specs.  Compiled, a second within +-2**62 is formatted in C integers.
 _TWO_DIGITS = tuple(f"{i:02d}" for i in range(60))
+_C_SECONDS = 1 << 62
+# The day format_time met last and its text: one tuple, replaced whole (as _last_day).
+_last_date: tuple[int, str] = (0, "1970-01-01T")
+
+
+@cython.cfunc
+@cython.locals(whole=cython.longlong, days=cython.longlong, last=tuple)
+def _second_text(whole: int) -> str:
+    """``YYYY-MM-DDThh:mm:ssZ`` of a whole second since the epoch, within +-2**62."""
+    global _last_date
+    days = whole // 86400
+    last = _last_date
+    if last[0] != days:
+        last = _last_date = (days, _date_text(days))
+    return _clock_text(last[1], whole - days * 86400)
+
+
+def _any_second_text(whole: int) -> str:
+    """``_second_text`` of any whole second (beyond +-2**62: far past the years datetime knows)."""
+    days, seconds = divmod(whole, 86400)
+    return _clock_text(_date_text(days), seconds)
+
+
+@cython.cfunc
+@cython.locals(seconds=cython.Py_ssize_t, minutes=cython.Py_ssize_t)
+def _clock_text(date: str, seconds: int) -> str:
+    minutes = seconds // 60
+    return f"{date}{_TWO_DIGITS[minutes // 60]}:{_TWO_DIGITS[minutes % 60]}:{_TWO_DIGITS[seconds % 60]}Z"
 
 
 @functools.lru_cache(maxsize=64)

@@ -223,6 +223,20 @@ def test_datetime_timestamps_print_as_python_does_from_year_1_to_9999(seconds, m
         datetime.timedelta(seconds=seconds, microseconds=microseconds)
     expected = moment.isoformat(timespec="microseconds" if microseconds else "seconds").replace("+00:00", "Z")
     assert format_time(seconds + Decimal(microseconds) / 1000000, True) == expected
+    if not microseconds:
+        assert format_time(seconds, True) == expected       # (an int: the C path when compiled)
+        step = -86399 if seconds > 0 else 86399     # (a day away, within the years datetime knows)
+        assert format_time(seconds + step, True) == \
+            (moment + datetime.timedelta(seconds=step)).isoformat().replace("+00:00", "Z")
+
+
+def test_datetime_timestamps_print_from_any_second():
+    """Seconds beyond +-2**62 take the general path, and print."""
+    from spaseq_plugin.events import format_time
+    assert format_time(1 << 62, True).endswith("T07:45:04Z")
+    assert format_time(-(1 << 62), True).endswith("T16:14:56Z")
+    assert format_time((1 << 62) - 1, True).endswith("T07:45:03Z")
+    assert format_time((1 << 62) + Decimal("0.5"), True).endswith("T07:45:04.500000Z")
 
 
 _UTC_TIMES = st.lists(st.tuples(st.integers(min_value=-62135596800 // 60, max_value=253402300799 // 60),
