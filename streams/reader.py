@@ -940,6 +940,7 @@ class _Assembler:
             self._forget_old_orphans()
         return True
 
+    @cython.locals(line=cython.Py_ssize_t)
     def _take_paired(self, runs: list, stamps: list, lines: list[int], carried: _Pending | None,
                      more) -> bool | None:
         """``take_chunk`` for the common piece, checked at C speed: one stamp

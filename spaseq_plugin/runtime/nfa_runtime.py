@@ -1830,8 +1830,8 @@ class Batcher:
     kind = cython.declare(object, visibility="public")              # is_datetime of the stream set (None: no event yet)
     idle_closed = cython.declare(object, visibility="public")       # the latest timestamp closed by Engine.idle
     hold = cython.declare(cython.bint, visibility="public")         # hold back the results of ``time`` (flush)
-    events = cython.declare(object, visibility="public")            # events accepted, and their triples
-    triples = cython.declare(object, visibility="public")
+    events = cython.declare(cython.longlong, visibility="public")            # events accepted, and their triples
+    triples = cython.declare(cython.longlong, visibility="public")
 
     def __init__(self, runtime: Runtime, collector, streams: frozenset[str]):
         self.runtime = runtime

@@ -187,8 +187,8 @@ class Collector:
     in compiled code, without a Python frame."""
     projector = cython.declare(Projector, visibility="public")
     out = cython.declare(list, visibility="public")
-    matches = cython.declare(object, visibility="public")
-    results = cython.declare(object, visibility="public")
+    matches = cython.declare(cython.longlong, visibility="public")
+    results = cython.declare(cython.longlong, visibility="public")
 
     def __init__(self, projector: Projector):
         self.projector = projector
