@@ -247,6 +247,7 @@ class Run:
     dead = cython.declare(cython.bint, visibility="public")
     keys = cython.declare(tuple, visibility="public")
     size = cython.declare(cython.Py_ssize_t, visibility="public")
+    turn = cython.declare(cython.bint, visibility="public")
 
     def __init__(self, state: State, mu: dict[str, Term], base_mu: dict[str, Term] | None,
                  events: tuple[Event, ...], first: Time, last: Time,
@@ -264,6 +265,7 @@ class Run:
         self.dead = dead
         self.keys = ()                      # per edge: the run's values of its probe variables, or None
         self.size = 0                       # what it counts for in state_bytes (_run_bytes), once registered
+        self.turn = False                   # it waited in its partition's strict list for the batch being processed
 
     def alive_edges(self):
         return [edge for edge in self.state.edges if not self.spent & (1 << edge.index)]
@@ -821,10 +823,9 @@ class Runtime:
         if self._proven:
             self._proven = {}
         candidates: dict[Run, Run] = {}     # (a run hashes by identity, in C)
-        strict = _NO_RUNS
         if part.strict:
-            strict = set(part.strict)
             for run in part.strict:
+                run.turn = True
                 candidates[run] = run
             part.strict = []
         if one is not None:
@@ -851,13 +852,14 @@ class Runtime:
                 waiting.loose = self._collect(edge, waiting.loose, candidates)
         live = [run for run in candidates.values() if not run.dead]
         if self._prefetching:
-            self._prefetch(live, events, strict)
+            self._prefetch(live, events)
         created: list[Run] = []
         spent: list[Run] = []
         for run in live:
             # (unless a limit dropped it meanwhile)
-            if not run.dead and self._advance(part, run, time, events, created, run in strict):
+            if not run.dead and self._advance(part, run, time, events, created, run.turn):
                 spent.append(run)
+            run.turn = False
         self._start(part, time, events, created)
         for run in created:
             self._register(part, run)
@@ -1149,7 +1151,7 @@ class Runtime:
         return out
 
     @cython.cfunc
-    def _prefetch(self, runs: list[Run], events: list[Event], strict: set[Run]) -> None:
+    def _prefetch(self, runs: list[Run], events: list[Event]) -> None:
         """Evaluate, one query per (GPM, event), what the runs' edges will ask.
 
         Runs waiting on the same GPM differ only in their mappings, which
@@ -1159,7 +1161,7 @@ class Runtime:
         requests: dict[tuple[GpmPattern, Event], dict[frozenset, dict]] = {}
         for run in runs:
             for edge in run.alive_edges():
-                if edge.atom.kind == CONJUNCTION or (edge.strategy == STRICT and run not in strict):
+                if edge.atom.kind == CONJUNCTION or (edge.strategy == STRICT and not run.turn):
                     continue
                 base = run.base_mu if edge.loop else run.mu
                 for gpm in edge.atom.gpms:
@@ -1680,7 +1682,6 @@ def partition_keys(variables: list[str], placement: list[GpmPattern], event: Eve
 
 
 _EMPTY: dict = {}       # the empty mapping, never modified
-_NO_RUNS: frozenset = frozenset()
 
 
 @cython.cfunc
