@@ -551,6 +551,9 @@ class Runtime:
     _steps = cython.declare(dict, visibility="public")
     _unprobed = cython.declare(dict, visibility="public")
     _proven = cython.declare(dict, visibility="public")
+    _standalone_gpm = cython.declare(object, visibility="public")
+    _standalone_event = cython.declare(object, visibility="public")
+    _standalone_solutions = cython.declare(list, visibility="public")
 
     def __init__(self, compiled: CompiledQuery, evaluator: GpmEvaluator,
                  emit: Callable[[Match], None], start: Time | None = None,
@@ -604,6 +607,10 @@ class Runtime:
         self._root = Run(self.nfa.initial, {}, None, (), 0, 0, (), ())
         self._batch_keys: dict[Edge, dict | None] = {}     # per partition batch: see _offered
         self._proven: dict[Run, int] = {}      # per partition batch: see _visit
+        # The last standalone solutions evaluate_one gave (the partition key and the
+        # start of a run ask for those of one GPM on one event in a row)
+        self._standalone_gpm = self._standalone_event = None
+        self._standalone_solutions = []
         self._waiting_on: dict[str, list[Edge]] = {}       # stream -> non-strict edges reading it
         self._strict_states = {state for state in self.nfa.states
                                if any(e.strategy == STRICT for e in state.edges)}
@@ -620,6 +627,7 @@ class Runtime:
 
     # -- driving ---------------------------------------------------------
 
+    @cython.ccall
     def process_batch(self, time: Time, events: list[Event]) -> None:
         # A batch's matches go out together, in a natural order that does not depend
         # on how runs are indexed: by match time, then by the times of their events.
@@ -1077,7 +1085,7 @@ class Runtime:
         partition = part.key
         if self._partition_by and (is_root or step.loop):
             # a Kleene iteration binds its own values too (the key may be local to it)
-            if _key_of(mu, self._partition_by) != part.key:
+            if not _has_key(mu, self._partition_by, part.key):
                 return      # this solution belongs to another partition's run
         events = run.events + used
         if step.accepting and not step.final_guards:
@@ -1190,7 +1198,12 @@ class Runtime:
             try:
                 if holds is not None:
                     return self._evaluate_one(gpm, event, mu, holds)
-                return self._evaluate_one(gpm, event, _EMPTY if standalone else mu)
+                if not standalone:
+                    return self._evaluate_one(gpm, event, mu)
+                if gpm is not self._standalone_gpm or event is not self._standalone_event:
+                    self._standalone_solutions = self._evaluate_one(gpm, event, _EMPTY)
+                    self._standalone_gpm, self._standalone_event = gpm, event
+                return self._standalone_solutions
             except TooManySolutions as cut:
                 return self._too_many_solutions(gpm, event, cut.solutions)
         restricted = {} if standalone else {v: t for v, t in mu.items() if v in gpm.mentioned}
@@ -1692,6 +1705,18 @@ def _key_of(mapping: dict, variables) -> tuple:
     if len(variables) == 1:     # (the common key: no list made first)
         return (mapping.get(variables[0]),)
     return tuple([mapping.get(v) for v in variables])
+
+
+@cython.cfunc
+@cython.locals(mapping=dict, key=tuple, i=cython.Py_ssize_t)
+def _has_key(mapping: dict, variables, key: tuple) -> cython.bint:
+    """Whether ``mapping`` binds ``variables`` to ``key`` (``_key_of(mapping, variables) ==
+    key``, without the tuple)."""
+    for i in range(len(key)):
+        value = mapping.get(variables[i])
+        if value is not key[i] and value != key[i]:
+            return False
+    return True
 
 
 @cython.cfunc
