@@ -1008,8 +1008,10 @@ class Runtime:
                     matches = self._match(step, _EMPTY, events, True)
                 else:
                     matches = self._starts_by_key(step, events).get(part.key, ())
+                # (the solution itself becomes the run's μ: no μ is ever modified, and the
+                # evaluator's solutions are not either)
                 for solution, used in matches:
-                    self._extend(part, self._root, step, dict(solution), used, time, created, True)
+                    self._extend(part, self._root, step, solution, used, time, created, True)
 
     @cython.cfunc
     def _starts_by_key(self, step: _Step, events: list[Event]) -> dict:
