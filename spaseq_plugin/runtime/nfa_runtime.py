@@ -233,6 +233,22 @@ class Probe:
 
 
 @cython.cclass
+class _Place:
+    """An NFA state as its runs use it, made once per query: its edges' steps
+    (``_Step``), whether one of them is strict (its runs wait in their partition's
+    strict list), and its runs' probe keys when none of its edges probes (None:
+    made per run, ``Runtime._probe_keys``)."""
+    steps = cython.declare(tuple, visibility="public")
+    strict = cython.declare(cython.bint, visibility="public")
+    unprobed = cython.declare(object, visibility="public")
+
+    def __init__(self, steps: tuple, strict: bool, unprobed: tuple | None):
+        self.steps = steps
+        self.strict = strict
+        self.unprobed = unprobed
+
+
+@cython.cclass
 class Run:
     """A partial match (see the module docstring)."""
     state = cython.declare(object, visibility="public")
@@ -248,6 +264,7 @@ class Run:
     keys = cython.declare(tuple, visibility="public")
     size = cython.declare(cython.Py_ssize_t, visibility="public")
     turn = cython.declare(cython.bint, visibility="public")
+    place = cython.declare(_Place, visibility="public")
 
     def __init__(self, state: State, mu: dict[str, Term], base_mu: dict[str, Term] | None,
                  events: tuple[Event, ...], first: Time, last: Time,
@@ -266,6 +283,7 @@ class Run:
         self.keys = ()                      # per edge: the run's values of its probe variables, or None
         self.size = 0                       # what it counts for in state_bytes (_run_bytes), once registered
         self.turn = False                   # it waited in its partition's strict list for the batch being processed
+        self.place = None                   # its state's _Place (the runtime sets it)
 
     def alive_edges(self):
         return [edge for edge in self.state.edges if not self.spent & (1 << edge.index)]
@@ -472,6 +490,7 @@ class _Step:
     single = cython.declare(object, visibility="public")
     reads = cython.declare(tuple, visibility="public")
     target = cython.declare(object, visibility="public")
+    target_place = cython.declare(_Place, visibility="public")
     kleene_atom = cython.declare(object, visibility="public")
     accepting = cython.declare(cython.bint, visibility="public")
     final_guards = cython.declare(tuple, visibility="public")
@@ -493,6 +512,7 @@ class _Step:
         self.reads = tuple([frozenset(gpm.filter_vars.keys() - gpm.bindable) for gpm in self.gpms])
         target = edge.target
         self.target = target
+        self.target_place = None             # (set once every state's _Place is made)
         self.kleene_atom = target.kleene_atom
         self.accepting = target.accepting
         self.final_guards = tuple(target.final_guards)
@@ -547,9 +567,7 @@ class Runtime:
     _root = cython.declare(Run, visibility="public")
     _batch_keys = cython.declare(dict, visibility="public")
     _waiting_on = cython.declare(dict, visibility="public")
-    _strict_states = cython.declare(object, visibility="public")
-    _steps = cython.declare(dict, visibility="public")
-    _unprobed = cython.declare(dict, visibility="public")
+    _places = cython.declare(dict, visibility="public")
     _proven = cython.declare(dict, visibility="public")
     _standalone_gpm = cython.declare(object, visibility="public")
     _standalone_event = cython.declare(object, visibility="public")
@@ -612,13 +630,15 @@ class Runtime:
         self._standalone_gpm = self._standalone_event = None
         self._standalone_solutions = []
         self._waiting_on: dict[str, list[Edge]] = {}       # stream -> non-strict edges reading it
-        self._strict_states = {state for state in self.nfa.states
-                               if any(e.strategy == STRICT for e in state.edges)}
-        self._steps = {state: tuple([_Step(edge) for edge in state.edges]) for state in self.nfa.states}
-        self._unprobed: dict[State, tuple] = {}     # states none of whose edges probes: their runs' keys
-        for state, steps in self._steps.items():
-            if all(self._asked_probe(step) is None for step in steps):
-                self._unprobed[state] = (None,) * len(steps)
+        self._places: dict[State, _Place] = {}
+        for state in self.nfa.states:
+            steps = tuple([_Step(edge) for edge in state.edges])
+            unprobed = (None,) * len(steps) if all(self._asked_probe(step) is None for step in steps) else None
+            self._places[state] = _Place(steps, any(step.strict for step in steps), unprobed)
+        for place in self._places.values():
+            for step in place.steps:
+                step.target_place = self._places[step.target]
+        self._root.place = self._places[self.nfa.initial]
         for state in self.nfa.states:
             for edge in state.edges:
                 if edge.strategy != STRICT:
@@ -774,6 +794,7 @@ class Runtime:
                       tuple(inp.event(e) for e in events), time(first), time(last),
                       tuple((atom, tuple(inp.mapping(s) for s in its)) for atom, its in iterations),
                       tuple(inp.term(t) for t in partition), spent, dead)
+            run.place = self._places[run.state]
             run.keys = self._probe_keys(run)
             run.size = _run_bytes(run)
             runs.append(run)
@@ -1002,7 +1023,7 @@ class Runtime:
     def _start(self, part: _Partition, time: Time, events: list[Event], created: list[Run]) -> None:
         """New runs: every way an initial edge matches the batch (whatever the
         strategy: a run starts at any event)."""
-        for step in self._steps[self.nfa.initial]:
+        for step in self._root.place.steps:
             if self._reads_batch(step):
                 if self._starts is None:
                     matches = self._match(step, _EMPTY, events, True)
@@ -1038,7 +1059,7 @@ class Runtime:
                  created: list[Run], strict_turn: bool) -> cython.bint:
         """Try every live edge of ``run`` on the batch; spend edges per strategy.  Whether
         it spent them all (killed: the caller takes it out of ``part.ages``)."""
-        steps = self._steps[run.state]
+        steps = run.place.steps
         alive = ~run.spent          # the edges alive before this batch (the loop spends some)
         for step in steps:
             if not alive & step.bit:
@@ -1096,6 +1117,7 @@ class Runtime:
                 return      # (a match no run goes on from makes no run)
         new = Run(step.target, mu, base_mu, events, run.first if not is_root else time,
                   time, iterations, partition)
+        new.place = step.target_place
         if step.accepting and step.final_guards:
             self._add_pending(part, new, step.final_guards)
         if step.continues:
@@ -1388,10 +1410,10 @@ class Runtime:
         part.runs += 1
         self.state_bytes += size
         part.ages.add(run)
-        if run.state in self._strict_states:
+        if run.place.strict:
             part.strict.append(run)
         keys = run.keys = self._probe_keys(run)
-        for step in self._steps[run.state]:
+        for step in run.place.steps:
             if step.strict:
                 continue
             edge = step.edge
@@ -1428,11 +1450,11 @@ class Runtime:
     def _probe_keys(self, run: Run) -> tuple:
         """Per edge of the run's state: its values of the edge's probe variables (None: no
         probe, or a strict edge when the evaluator answers by lookup: _advance asks none)."""
-        keys = self._unprobed.get(run.state)
+        keys = run.place.unprobed
         if keys is not None:
             return keys
         keys = []
-        for step in self._steps[run.state]:
+        for step in run.place.steps:
             probe = self._asked_probe(step)
             if probe is None:
                 keys.append(None)
