@@ -234,15 +234,17 @@ class Probe:
 
 @cython.cclass
 class _Place:
-    """An NFA state as its runs use it, made once per query: its edges' steps
-    (``_Step``), whether one of them is strict (its runs wait in their partition's
-    strict list), and its runs' probe keys when none of its edges probes (None:
-    made per run, ``Runtime._probe_keys``)."""
+    """An NFA state as its runs use it, made once per query: the state, its edges'
+    steps (``_Step``), whether one of them is strict (its runs wait in their
+    partition's strict list), and its runs' probe keys when none of its edges probes
+    (None: made per run, ``Runtime._probe_keys``)."""
+    state = cython.declare(object, visibility="public")
     steps = cython.declare(tuple, visibility="public")
     strict = cython.declare(cython.bint, visibility="public")
     unprobed = cython.declare(object, visibility="public")
 
-    def __init__(self, steps: tuple, strict: bool, unprobed: tuple | None):
+    def __init__(self, state: State, steps: tuple, strict: bool, unprobed: tuple | None):
+        self.state = state
         self.steps = steps
         self.strict = strict
         self.unprobed = unprobed
@@ -250,8 +252,8 @@ class _Place:
 
 @cython.cclass
 class Run:
-    """A partial match (see the module docstring)."""
-    state = cython.declare(object, visibility="public")
+    """A partial match (see the module docstring), in the NFA state of its ``place``."""
+    place = cython.declare(_Place, visibility="public")
     mu = cython.declare(dict, visibility="public")
     base_mu = cython.declare(object, visibility="public")
     events = cython.declare(tuple, visibility="public")
@@ -264,13 +266,12 @@ class Run:
     keys = cython.declare(tuple, visibility="public")
     size = cython.declare(cython.Py_ssize_t, visibility="public")
     turn = cython.declare(cython.bint, visibility="public")
-    place = cython.declare(_Place, visibility="public")
 
-    def __init__(self, state: State, mu: dict[str, Term], base_mu: dict[str, Term] | None,
+    def __init__(self, place, mu: dict[str, Term], base_mu: dict[str, Term] | None,
                  events: tuple[Event, ...], first: Time, last: Time,
                  iterations: tuple[tuple[int, tuple[Solution, ...]], ...], partition: tuple,
                  spent: int = 0, dead: bool = False):
-        self.state = state
+        self.place = place
         self.mu = mu
         self.base_mu = base_mu              # μ before this state's Kleene atom
         self.events = events
@@ -283,7 +284,10 @@ class Run:
         self.keys = ()                      # per edge: the run's values of its probe variables, or None
         self.size = 0                       # what it counts for in state_bytes (_run_bytes), once registered
         self.turn = False                   # it waited in its partition's strict list for the batch being processed
-        self.place = None                   # its state's _Place (the runtime sets it)
+
+    @property
+    def state(self) -> State:
+        return self.place.state
 
     def alive_edges(self):
         return [edge for edge in self.state.edges if not self.spent & (1 << edge.index)]
@@ -621,8 +625,6 @@ class Runtime:
         self._placement = distinct_placement(compiled, evaluator)
         self._partition_by = compiled.partition_by
         self._standalone = self._standalone_on      # (made once: a bound method per event costs)
-        # what new runs extend: no events, no bindings (never registered)
-        self._root = Run(self.nfa.initial, {}, None, (), 0, 0, (), ())
         self._batch_keys: dict[Edge, dict | None] = {}     # per partition batch: see _offered
         self._proven: dict[Run, int] = {}      # per partition batch: see _visit
         # The last standalone solutions evaluate_one gave (the partition key and the
@@ -634,11 +636,12 @@ class Runtime:
         for state in self.nfa.states:
             steps = tuple([_Step(edge) for edge in state.edges])
             unprobed = (None,) * len(steps) if all(self._asked_probe(step) is None for step in steps) else None
-            self._places[state] = _Place(steps, any(step.strict for step in steps), unprobed)
+            self._places[state] = _Place(state, steps, any(step.strict for step in steps), unprobed)
         for place in self._places.values():
             for step in place.steps:
                 step.target_place = self._places[step.target]
-        self._root.place = self._places[self.nfa.initial]
+        # what new runs extend: no events, no bindings (never registered)
+        self._root = Run(self._places[self.nfa.initial], {}, None, (), 0, 0, (), ())
         for state in self.nfa.states:
             for edge in state.edges:
                 if edge.strategy != STRICT:
@@ -790,11 +793,10 @@ class Runtime:
         states = {state.id: state for state in self.nfa.states}
         runs = []
         for state_id, mu, base_mu, events, first, last, iterations, partition, spent, dead in data["runs"]:
-            run = Run(states[state_id], inp.mapping(mu), None if base_mu is None else inp.mapping(base_mu),
+            run = Run(self._places[states[state_id]], inp.mapping(mu), None if base_mu is None else inp.mapping(base_mu),
                       tuple(inp.event(e) for e in events), time(first), time(last),
                       tuple((atom, tuple(inp.mapping(s) for s in its)) for atom, its in iterations),
                       tuple(inp.term(t) for t in partition), spent, dead)
-            run.place = self._places[run.state]
             run.keys = self._probe_keys(run)
             run.size = _run_bytes(run)
             runs.append(run)
@@ -1115,9 +1117,8 @@ class Runtime:
             self._emit_match(time, mu, events, iterations)
             if not step.continues:
                 return      # (a match no run goes on from makes no run)
-        new = Run(step.target, mu, base_mu, events, run.first if not is_root else time,
+        new = Run(step.target_place, mu, base_mu, events, run.first if not is_root else time,
                   time, iterations, partition)
-        new.place = step.target_place
         if step.accepting and step.final_guards:
             self._add_pending(part, new, step.final_guards)
         if step.continues:
