@@ -185,6 +185,13 @@ def merge_streams(sources: list[Iterator[Event | EventError]], delivered: list[i
     passed on so far, not those read ahead: the sources' positions for a
     checkpoint (``skip_items`` resumes them).
     """
+    if len(sources) == 1 and delivered is None:
+        return iter(sources[0])         # (one source is in order already: no layer per event)
+    return _merged(sources, delivered)
+
+
+def _merged(sources: list[Iterator[Event | EventError]], delivered: list[int] | None
+            ) -> Iterator[Event | EventError]:
     iterators = [iter(source) for source in sources]
     # The top of the heap goes out, then its source's next event takes its place: one
     # sift per event, and no generator per event.  Each source starts with a placeholder

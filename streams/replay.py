@@ -53,10 +53,14 @@ def replay(items: Iterable[Event | EventError], rate: float | None, *,
     With ``idle_flush`` (seconds), a wait longer than that yields ``IDLE``
     once it has lasted that long, as a live input that went quiet does."""
     if rate is None:
-        yield from items
-        return
+        return iter(items)
     if not rate > 0:
         raise ValueError("rate must be more than 0")
+    return _paced(items, rate, clock, sleep, idle_flush)
+
+
+def _paced(items: Iterable[Event | EventError], rate: float, clock: Callable[[], float],
+           sleep: Callable[[float], None], idle_flush: float | None) -> Iterator[Event | EventError]:
     start_wall = start_time = None
     for item in items:
         if isinstance(item, Event):

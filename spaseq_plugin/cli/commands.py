@@ -256,7 +256,15 @@ def _flushing(items, writers, out=None, after=None, end=None):
     source may make that read wait, and the results so far must not wait with it.  With
     ``out`` (a live input), that stream is flushed too, so that the results reach their
     reader (a pipe) at once.  ``after(item)`` is called once they are, and ``end()`` after
-    the last item, before the engine closes (``--checkpoint``)."""
+    the last item, before the engine closes (``--checkpoint``).  Without any of the
+    three (stream files read to their end, no checkpoints), the writers flush when their
+    buffers fill and at the end, like any tool writing to a file: no layer per item."""
+    if out is None and after is None and end is None:
+        return items
+    return _flushed(items, writers, out, after, end)
+
+
+def _flushed(items, writers, out, after, end):
     flushes = [writer.flush for writer in writers if hasattr(writer, "flush")]
     if out is not None:
         flushes.append(out.flush)
@@ -998,9 +1006,10 @@ class _Progress:
         _log_handler.progress = self
 
     def counting(self, items):
-        if not self.enabled:
-            yield from items
-            return
+        """``items``, the progress shown as they pass (when it is shown at all)."""
+        return self._counting(items) if self.enabled else items
+
+    def _counting(self, items):
         threading.Thread(target=self._while_blocked, daemon=True, name="spaseq progress").start()
         for item in items:
             if time.monotonic() >= self.next:
