@@ -114,6 +114,20 @@ def test_lines_are_written_in_blocks_and_on_flush():
     assert out.getvalue().count("\n") == JsonLinesWriter.BUFFERED_LINES + 3
 
 
+def test_large_terms_are_written_once_they_fill_the_buffer():
+    # A result may hold a literal of megabytes: the buffer is bounded by its terms'
+    # characters too, not only by its lines (512 such lines held 256 MiB).
+    out = CountingOut()
+    writer = JsonLinesWriter(out, ["a"])
+    size = JsonLinesWriter.BUFFERED_CHARS // 4 + 1
+    for i in range(9):
+        writer.write(Result(i, False, {"a": ox.Literal(str(i) * size)}, None, ()))
+    assert out.writes == 2                      # after the 4th and the 8th line
+    assert out.getvalue().count("\n") == 8
+    writer.close()
+    assert out.getvalue().count("\n") == 9
+
+
 QUERY = """PREFIX : <http://example/>
 SELECT ?a ?b WITHIN 100 SECONDS
 FROM STREAM S <http://example.org/s>

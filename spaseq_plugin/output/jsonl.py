@@ -5,7 +5,10 @@ skip-till-any query writes several results per event, and writing them cost
 as much as a third of the engine's time.  A line is never built as one
 string: its pieces (the time head, made once per timestamp; each variable's
 key, made once; each term's JSON, cached) go on a list that one ``join``
-turns into text every ``BUFFERED_LINES`` lines or at :meth:`flush`.
+turns into text every ``BUFFERED_LINES`` lines, once the terms buffered
+reach ``BUFFERED_CHARS`` characters (a result may hold a literal of megabytes,
+and ``spaseq run`` over stream files leaves flushing to the writer), or at
+:meth:`flush`.
 """
 
 from __future__ import annotations
@@ -34,6 +37,7 @@ def _term_text(term) -> str:
 
 _term_json = _term_text.get          # (a bound C method: cheaper to call than the cache itself)
 _BUFFERED_LINES = cython.declare(cython.Py_ssize_t, 512)
+_BUFFERED_CHARS = cython.declare(cython.Py_ssize_t, 1 << 20)
 
 
 @cython.cclass
@@ -50,12 +54,14 @@ class JsonLinesWriter:
     with_ids = cython.declare(object, visibility="public")
     _pieces = cython.declare(list)
     _lines = cython.declare(cython.Py_ssize_t)
+    _chars = cython.declare(cython.Py_ssize_t)  # of the terms, triples and events buffered
     _keys = cython.declare(dict)                # variable -> '"name": '
     _time = cython.declare(object)              # the time and is_datetime of ``_head``
     _is_datetime = cython.declare(object)
     _head = cython.declare(object)              # '{"time": T, "bindings": {'
 
     BUFFERED_LINES = _BUFFERED_LINES
+    BUFFERED_CHARS = _BUFFERED_CHARS
 
     def __init__(self, out: IO[str], variables: list[str], with_events: bool = False, with_ids: bool = True):
         self.out = out
@@ -64,12 +70,13 @@ class JsonLinesWriter:
         self.with_ids = with_ids
         self._pieces = []
         self._lines = 0
+        self._chars = 0
         self._keys = {}
         self._time = None
         self._is_datetime = None
         self._head = ""
 
-    @cython.locals(pieces=list, keys=dict, first=cython.bint)
+    @cython.locals(pieces=list, keys=dict, first=cython.bint, chars=cython.Py_ssize_t, text=str)
     def write(self, result: Result) -> None:
         time = result.time
         is_datetime = result.is_datetime
@@ -84,6 +91,7 @@ class JsonLinesWriter:
         keys = self._keys
         pieces.append(self._head)
         first = True
+        chars = self._chars
         bindings = result.bindings
         if bindings:
             for name, term in bindings.items():
@@ -94,18 +102,24 @@ class JsonLinesWriter:
                     pieces.append(", ")
                 first = False
                 pieces.append(key)
-                pieces.append(_term_json(term))
+                text = _term_json(term)
+                chars += len(text)
+                pieces.append(text)
         pieces.append("}")
         if result.triples is not None:
-            pieces.append(', "triples": ' + json.dumps([str(t) + " ." for t in result.triples],
-                                                       ensure_ascii=False))
+            text = ', "triples": ' + json.dumps([str(t) + " ." for t in result.triples], ensure_ascii=False)
+            chars += len(text)
+            pieces.append(text)
         if self.with_events:
-            pieces.append(', "events": ' + json.dumps(events_json(result), ensure_ascii=False))
+            text = ', "events": ' + json.dumps(events_json(result), ensure_ascii=False)
+            chars += len(text)
+            pieces.append(text)
         if result.id is not None and self.with_ids:
             pieces.append(', "id": "' + result.id + '"')
         pieces.append("}\n")
         self._lines += 1
-        if self._lines >= _BUFFERED_LINES:
+        self._chars = chars
+        if self._lines >= _BUFFERED_LINES or chars >= _BUFFERED_CHARS:
             self.flush()
 
     def flush(self) -> None:
@@ -113,6 +127,7 @@ class JsonLinesWriter:
             self.out.write("".join(self._pieces))
             self._pieces.clear()
             self._lines = 0
+            self._chars = 0
 
     def close(self) -> None:
         self.flush()
