@@ -297,3 +297,23 @@ def test_a_live_input_that_sends_nothing_still_gets_progress_lines(tmp_path):
         process.stdin.close()
         process.wait(timeout=60)
     assert process.returncode == 0
+
+
+def test_results_go_out_at_once_to_a_terminal_and_in_blocks_to_a_file(tmp_path):
+    # Stream files read into a file or a pipe: the writers flush when their buffers
+    # fill.  A terminal is watched by a person, a live input's reader waits: each
+    # result goes out as soon as it is final.
+    import pty
+    from spaseq_plugin.cli.commands import _results_awaited
+    from spaseq_plugin.output.writer import NamedOutput
+    main_end, terminal_end = pty.openpty()
+    try:
+        with open(terminal_end, "w", closefd=False) as terminal, open(tmp_path / "out.jsonl", "w") as file:
+            assert _results_awaited(False, NamedOutput(terminal, "the results to a terminal"))
+            assert not _results_awaited(False, NamedOutput(file, "the results to out.jsonl"))
+            assert _results_awaited(True, NamedOutput(file, "the results to out.jsonl"))
+            file.close()
+            assert not _results_awaited(False, NamedOutput(file, "the results to out.jsonl"))
+    finally:
+        os.close(main_end)
+        os.close(terminal_end)

@@ -257,11 +257,24 @@ def _flushing(items, writers, out=None, after=None, end=None):
     ``out`` (a live input), that stream is flushed too, so that the results reach their
     reader (a pipe) at once.  ``after(item)`` is called once they are, and ``end()`` after
     the last item, before the engine closes (``--checkpoint``).  Without any of the
-    three (stream files read to their end, no checkpoints), the writers flush when their
-    buffers fill and at the end, like any tool writing to a file: no layer per item."""
+    three (stream files read into a file or a pipe, no checkpoints), the writers flush
+    when their buffers fill and at the end, like any tool writing to a file: no layer
+    per item."""
     if out is None and after is None and end is None:
         return items
     return _flushed(items, writers, out, after, end)
+
+
+def _results_awaited(live: bool, out) -> bool:
+    """Whether results must reach ``out`` as soon as they are final: on a live input,
+    whose next read may wait, and on a terminal, which a person watches (stream files
+    read into a file or a pipe are written in blocks)."""
+    if live:
+        return True
+    try:
+        return out.file.isatty()
+    except (AttributeError, ValueError, OSError):      # (no file, or a closed one)
+        return False
 
 
 def _flushed(items, writers, out, after, end):
@@ -850,7 +863,8 @@ def _run(args) -> int:
         stopped: LimitError | None = None
         reserve = bytearray(MEMORY_RESERVE)     # given back on running out of memory (below)
         try:
-            results = (engine.run(_flushing(progress.counting(items), writers, out if live else None,
+            results = (engine.run(_flushing(progress.counting(items), writers,
+                                            out if _results_awaited(live, out) else None,
                                             checkpoints and checkpoints.after_item,
                                             checkpoints and checkpoints.input_ended))
                        if args.engine == "stream" else engine.results())
