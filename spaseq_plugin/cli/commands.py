@@ -1002,9 +1002,8 @@ def _parse_start(text: str):
 class _Progress:
     """Progress on stderr (``--progress``): on a terminal, one line refreshed twice a
     second; elsewhere (a log file, a CI job), a line every PROGRESS_INTERVAL seconds,
-    so that short runs print none.  Lines come from the loop as it reads items and,
-    while it does not (a live input that sends nothing, one long batch), from a
-    thread of their own, so that a quiet run still shows it is alive."""
+    so that short runs print none.  Lines come from a thread of their own (see
+    :meth:`counting`)."""
 
     def __init__(self, mode: str, quiet: bool):
         self.engine: Engine | None = None           # set once the engine exists
@@ -1020,22 +1019,18 @@ class _Progress:
         _log_handler.progress = self
 
     def counting(self, items):
-        """``items``, the progress shown as they pass (when it is shown at all)."""
-        return self._counting(items) if self.enabled else items
+        """``items``, as they are: the lines come from a thread of their own, so that the
+        loop pays nothing per item and a run that waits (a live input that sends nothing,
+        one long batch) still shows it is alive."""
+        if self.enabled:
+            threading.Thread(target=self._ticking, daemon=True, name="spaseq progress").start()
+        return items
 
-    def _counting(self, items):
-        threading.Thread(target=self._while_blocked, daemon=True, name="spaseq progress").start()
-        for item in items:
-            if time.monotonic() >= self.next:
-                with self.lock:
-                    self.tick()
-            yield item
-
-    def _while_blocked(self) -> None:
-        """The lines the loop does not print while it waits (a tenth of an interval late)."""
+    def _ticking(self) -> None:
+        """A line whenever one is due, a tenth of an interval late at most."""
         late = self.interval / 10
         while not self.stopped.wait(late):
-            if time.monotonic() >= self.next + late:
+            if time.monotonic() >= self.next:
                 with self.lock:
                     if self.stopped.is_set():
                         return
