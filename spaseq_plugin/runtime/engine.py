@@ -207,9 +207,14 @@ class Engine:
 
     def run(self, items: Iterable[Event | EventError]) -> Iterator[Result]:
         """Evaluate over a whole time-ordered input, yielding results as they come."""
+        push = self._batcher.push       # (push_event's two steps, without its call per event)
         for item in items:
             if isinstance(item, Event):
-                yield from self.push_event(item)
+                results = push(item)
+                if results is None:
+                    results = self._push_checked(item)
+                if results:
+                    yield from results
             elif item is IDLE:
                 yield from self.idle()
             else:
