@@ -493,7 +493,6 @@ class _Step:
     gpms = cython.declare(tuple, visibility="public")
     single = cython.declare(object, visibility="public")
     reads = cython.declare(tuple, visibility="public")
-    target = cython.declare(object, visibility="public")
     target_place = cython.declare(_Place, visibility="public")
     kleene_atom = cython.declare(object, visibility="public")
     accepting = cython.declare(cython.bint, visibility="public")
@@ -515,7 +514,6 @@ class _Step:
         # per GPM: what its FILTERs read and it does not bind (a conjunction injects them)
         self.reads = tuple([frozenset(gpm.filter_vars.keys() - gpm.bindable) for gpm in self.gpms])
         target = edge.target
-        self.target = target
         self.target_place = None             # (set once every state's _Place is made)
         self.kleene_atom = target.kleene_atom
         self.accepting = target.accepting
@@ -639,7 +637,7 @@ class Runtime:
             self._places[state] = _Place(state, steps, any(step.strict for step in steps), unprobed)
         for place in self._places.values():
             for step in place.steps:
-                step.target_place = self._places[step.target]
+                step.target_place = self._places[step.edge.target]
         # what new runs extend: no events, no bindings (never registered)
         self._root = Run(self._places[self.nfa.initial], {}, None, (), 0, 0, (), ())
         for state in self.nfa.states:
