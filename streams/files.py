@@ -361,17 +361,15 @@ def _lines(path: str, where: str, span: tuple[int, int, int] | None = None
     chunks = _Chunks(path, span)
     number = span[2] if span is not None else 1
     rest = b""
-    skipping = 0            # bytes of a line too long, so far
+    skipping = False        # dropping the rest of a line too long to keep
     for chunk in chunks:
         if number == 1 and not rest:
             chunk = reader.without_byte_order_mark(chunk)
         if skipping:
             newline = chunk.find(b"\n")
             if newline < 0:
-                skipping += len(chunk)
                 continue
-            yield _too_long(where, number, skipping + newline)
-            number, skipping, chunk = number + 1, 0, chunk[newline + 1:]
+            number, skipping, chunk = number + 1, False, chunk[newline + 1:]
         *complete, rest = (rest + chunk).split(b"\n")
         for line in complete:
             stripped = line.strip()
@@ -379,19 +377,15 @@ def _lines(path: str, where: str, span: tuple[int, int, int] | None = None
                 yield number, line + b"\n"
             number += 1
         if len(rest) > reader.MAX_STATEMENT_BYTES:
-            skipping, rest = len(rest), b""
-    if skipping:
-        yield _too_long(where, number, skipping)
-    elif chunks.truncated is not None:
-        yield EventError(f"{chunks.truncated}: the text from line {number} on is lost", f"{where}:{number}",
-                         reason="truncated")
-    elif rest.strip() and rest.strip()[0] != 35:
-        yield number, rest + b"\n"
-
-
-def _too_long(where: str, number: int, length: int) -> EventError:
-    return EventError(f"line of {length:,} bytes is longer than the limit of {reader.MAX_STATEMENT_BYTES:,} bytes",
-                      f"{where}:{number}", reason="too-large", text_length=length)
+            # rejected at once (a line may never end), the rest dropped as it comes
+            yield reader.line_too_long(where, number, len(rest), rest[:reader.TEXT_LIMIT])
+            skipping, rest = True, b""
+    if not skipping:
+        if chunks.truncated is not None:
+            yield EventError(f"{chunks.truncated}: the text from line {number} on is lost", f"{where}:{number}",
+                             reason="truncated")
+        elif rest.strip() and rest.strip()[0] != 35:
+            yield number, rest + b"\n"
 
 
 def nquads_spans(path: str, size: int) -> list[tuple[int, int, int]]:

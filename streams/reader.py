@@ -145,6 +145,7 @@ __all__ = [
     "OrderCheck",
     "check_order",
     "event_text",
+    "line_too_long",
     "parse_line_batch",
 ]
 
@@ -278,11 +279,11 @@ class _TrigReader(EventReader):
         super().__init__(where, stream, base=base, first_line=first_line, order=order)
         self.splitter = _TrigSplitter(first_line)
         self.parser = _TrigParser(where, base)
-        self.long_line: tuple[int, int, str | None] | None = None   # dropping one: (line, bytes, graph)
+        self.skipping = False       # dropping the rest of a line too long to keep
 
     def feed(self, chunk: bytes) -> list[Event | EventError]:
         chunk = self._text_of(chunk)
-        if self.long_line is not None:
+        if self.skipping:
             chunk = self._skip_long_line(chunk)
         if chunk:
             splitter = self.splitter
@@ -290,31 +291,27 @@ class _TrigReader(EventReader):
             _without_gc(self._read)
             tail = len(splitter.buf) - splitter.end
             if tail > MAX_STATEMENT_BYTES:
-                # A line too long to keep: it, and the statement it is in, are dropped
-                # as they come; reading goes on at the next line.
+                # A line too long to keep: it, and the statement it is in, are rejected
+                # at once (a line may never end) and dropped as they come; reading
+                # goes on at the next line.
                 line, label, head = splitter.abandon()
                 graph = self.parser.graph_name(label) if label is not None else None
-                self.long_line = (line, tail, graph, head)
+                self._take([line_too_long(self.where, line, tail, head, graph)]
+                           + ([_Unit(line, [], graph, rejected=True)] if graph is not None else []))
+                self.skipping = True
         return self._out()
 
     def _skip_long_line(self, chunk: bytes) -> bytes:
-        line, length, graph, head = self.long_line
         newline = chunk.find(b"\n")
         if newline < 0:
-            self.long_line = (line, length + len(chunk), graph, head)
             return b""
-        self.long_line = None
-        self._take([EventError(f"line of {length + newline:,} bytes is longer than the limit of "
-                               f"{MAX_STATEMENT_BYTES:,} bytes: its statement is skipped",
-                               f"{self.where}:{line}", reason="too-large", text=head.decode("utf-8", "replace"),
-                               text_length=length + newline, graph=None if graph is None else str(graph))]
-                   + ([_Unit(line, [], graph, rejected=True)] if graph is not None else []))
+        self.skipping = False
         self.splitter.restart(self.splitter.line_no + 1)
         return chunk[newline + 1:]
 
     def finish(self, truncated: str | None = None) -> list[Event | EventError]:
         splitter = self.splitter
-        if self.long_line is not None:
+        if self.skipping:
             self._skip_long_line(b"\n")
         if truncated is None:
             # A last newline makes the last line complete; it changes nothing in TriG.
@@ -417,11 +414,11 @@ class _NQuadsReader(EventReader):
         self.buf = bytearray()
         self.end = 0                    # the end of the complete lines in buf
         self.line = first_line          # the line of buf[0]
-        self.long_line: tuple[int, int] | None = None   # dropping one: (its number, bytes so far)
+        self.skipping = False           # dropping the rest of a line too long to keep
 
     def feed(self, chunk: bytes) -> list[Event | EventError]:
         chunk = self._text_of(chunk)
-        if self.long_line is not None:
+        if self.skipping:
             chunk = self._skip_long_line(chunk)
         if chunk:
             newline = chunk.rfind(b"\n")
@@ -432,7 +429,7 @@ class _NQuadsReader(EventReader):
         return self._out()
 
     def finish(self, truncated: str | None = None) -> list[Event | EventError]:
-        if self.long_line is not None:
+        if self.skipping:
             self._skip_long_line(b"\n")
         if truncated is None:
             self.feed(b"\n")
@@ -453,7 +450,8 @@ class _NQuadsReader(EventReader):
             if stop <= start:
                 stop = buf.index(b"\n", start) + 1       # one line longer than the piece size
                 if stop - start > MAX_STATEMENT_BYTES:
-                    self.assembler.take(self._too_long(self.line, stop - start - 1))
+                    self.assembler.take(line_too_long(self.where, self.line, stop - start - 1,
+                                                       bytes(buf[start:start + TEXT_LIMIT])))
                     self.line += 1
                     start = stop
                     continue
@@ -462,24 +460,18 @@ class _NQuadsReader(EventReader):
         del buf[:start]
         self.end = 0
         if len(buf) > MAX_STATEMENT_BYTES:
-            self.long_line = (self.line, len(buf))
+            # rejected at once (a line may never end), the rest dropped as it comes
+            self.assembler.take(line_too_long(self.where, self.line, len(buf), bytes(buf[:TEXT_LIMIT])))
+            self.skipping = True
             buf.clear()
 
     def _skip_long_line(self, chunk: bytes) -> bytes:
-        """Drop a line too long to keep, as it comes: the chunk's text after it."""
-        line, length = self.long_line
         newline = chunk.find(b"\n")
         if newline < 0:
-            self.long_line = (line, length + len(chunk))
             return b""
-        self.long_line = None
-        self.assembler.take(self._too_long(line, length + newline))
+        self.skipping = False
         self.line += 1
         return chunk[newline + 1:]
-
-    def _too_long(self, line: int, length: int) -> EventError:
-        return EventError(f"line of {length:,} bytes is longer than the limit of {MAX_STATEMENT_BYTES:,} bytes",
-                          f"{self.where}:{line}", reason="too-large", text_length=length)
 
     def _piece(self, text: bytes) -> None:
         first = self.line
@@ -721,6 +713,17 @@ def _too_large_term(where: str, line: int, text: bytes, graph: str | None = None
     return EventError(f"a term (IRI or literal) is longer than {_TOKEN_LIMIT >> 20} MiB, the most the "
                       "RDF parser takes", f"{where}:{line}", reason="too-large", graph=graph,
                       **_text_of(text))
+
+
+def line_too_long(where: str, line: int, length: int, head: bytes, graph=None) -> EventError:
+    """The rejection of a line passing ``MAX_STATEMENT_BYTES``: ``length`` bytes read
+    of it so far, ``head`` its first ``TEXT_LIMIT``.  It goes out when the line passes
+    the limit, not at its end, which may never come (a stream of bytes without a
+    newline): the rest of the line, and of the statement it is in, is then dropped."""
+    return EventError(f"a line passed the limit of {MAX_STATEMENT_BYTES:,} bytes: its statement is skipped "
+                      "to the end of the line", f"{where}:{line}", reason="too-large",
+                      graph=None if graph is None else str(graph), text=head[:TEXT_LIMIT].decode("utf-8", "replace"),
+                      text_length=length)
 
 
 def _text_of(text: bytes) -> dict:

@@ -12,6 +12,7 @@ import json
 import resource
 import subprocess
 import sys
+import threading
 import tracemalloc
 import zlib
 
@@ -148,6 +149,50 @@ def test_a_huge_nquads_line_is_skipped_as_it_comes(tmp_path):
     assert values(results) == ["v1", "v2", "v4", "v5"]
     assert [(letter["reason"], letter["position"].rsplit(":", 1)[1]) for letter in letters] == [
         ("too-large", "6")]
+
+
+@pytest.mark.parametrize("fmt", ["trig", "nq"])
+def test_a_line_is_rejected_when_it_passes_the_limit_not_when_it_ends(monkeypatch, fmt):
+    # A line may never end (a device or a sender of bytes without a newline): its
+    # rejection, counted and shown, must not wait for its end.
+    monkeypatch.setattr(reader, "MAX_STATEMENT_BYTES", 4096)
+    read = reader.event_reader("s", S, ox.RdfFormat.TRIG if fmt == "trig" else ox.RdfFormat.N_QUADS)
+    passed = read.feed(b"\0" * 5000)
+    assert [(type(item).__name__, item.reason, item.position) for item in passed] == [
+        ("EventError", "too-large", "s:1")]
+    assert "passed the limit of 4,096 bytes" in passed[0].message
+    assert passed[0].text_length >= 5000 and len(passed[0].text) <= reader.TEXT_LIMIT
+    assert read.feed(b"\0" * 100_000) == [] and read.feed(b"\0" * 100_000) == []
+    rest = read.feed(b"\n" + EVENT[fmt](4).encode()) + read.finish()
+    assert [(item.time, item.position) for item in rest] == [(4, "s:3")]
+
+
+def test_spaseq_run_shows_the_rejection_of_an_endless_line_at_once(tmp_path):
+    # stdin sends an event, then bytes without a newline; the rejection is on stderr
+    # while they still come.
+    (tmp_path / "q.rq").write_text(QUERY)
+    process = subprocess.Popen(SPASEQ + ["run", str(tmp_path / "q.rq"), "--stream", "S=-", "--max-statement",
+                                         "64KiB"],
+                               stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    watchdog = threading.Timer(60, process.kill)       # (a rejection that never comes ends the wait)
+    watchdog.start()
+    try:
+        process.stdin.write(trig_event(1).encode() + b"\0" * (256 << 10))
+        process.stdin.flush()
+        line = process.stderr.readline().decode()
+        while "rejected event" not in line and line:
+            line = process.stderr.readline().decode()
+        assert "rejected event: stdin:3: a line passed the limit of 65,536 bytes" in line
+        process.stdin.write(b"\0" * (1 << 20) + b"\n" + trig_event(4).encode())
+        process.stdin.close()
+        out, err = process.stdout.read(), process.stderr.read()
+        process.wait(timeout=60)
+    finally:
+        watchdog.cancel()
+        process.kill()
+    assert process.returncode == 0, err
+    assert [json.loads(line)["bindings"]["v"]["value"] for line in out.decode().splitlines()] == ["v1", "v4"]
+    assert "1 rejected (1 too-large)" in err.decode()
 
 
 @pytest.mark.parametrize("fmt", ["trig", "nq"])
