@@ -105,6 +105,7 @@ _DAYS: dict[str, int] = {}              # 'YYYY-MM-DDT' -> its seconds at 00:00 
 # replaced whole, so that a reader in another thread never sees half of a change.
 _last_day: tuple[str, int] = ("\0", 0)
 _DATETIME_NODE = ox.NamedNode(XSD + "dateTime")
+_INTEGER_NODE = ox.NamedNode(XSD + "integer")
 
 
 @cython.locals(text=str, h1=cython.Py_UCS4, h2=cython.Py_UCS4, m1=cython.Py_UCS4, m2=cython.Py_UCS4,
@@ -146,6 +147,12 @@ def parse_timestamp(term: ox.Term) -> tuple[Time, bool]:
                         _last_day = (text[:11], base)
                         return base + seconds, True
         return datetime_seconds(text), True
+    if node == _INTEGER_NODE:
+        # The common case of numbers: a count of seconds or milliseconds, digits only
+        # (12 of them at most: within the representable range).
+        text = term.value
+        if text.isdigit() and text.isascii() and len(text) <= 12:
+            return int(text), False
     datatype = node.value
     if datatype in _DATETIME_TYPES:
         return datetime_seconds(term.value, datatype == XSD + "dateTimeStamp"), True

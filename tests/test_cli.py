@@ -262,9 +262,10 @@ def test_a_run_stopped_by_a_signal_closes_its_output_and_says_so(tmp_path, sig, 
     # nohup SIGHUP comes ignored, and a run keeps an ignored SIGHUP ignored, as tested below)
     process = _live_run(tmp_path, preexec_fn=lambda: signal.signal(sig, signal.SIG_DFL))
     process.send_signal(sig)
-    assert process.wait(timeout=60) == status
+    returned = process.wait(timeout=60)
     err = process.stderr.read()
-    assert f"spaseq: terminated ({sig.name}) after 4 events" in err and "Traceback" not in err
+    assert returned == status and f"spaseq: terminated ({sig.name}) after 4 events" in err \
+        and "Traceback" not in err, (returned, err)
     text = (tmp_path / "out.jsonl").read_text()
     assert text.endswith("\n") and json.loads(text)["bindings"]["b"]["value"] == "http://example/b1"
     process.stdin.close()

@@ -3,6 +3,7 @@
 
 import datetime
 import gc
+import re
 from decimal import Decimal
 
 import pyoxigraph as ox
@@ -268,6 +269,22 @@ def test_canonical_utc_timestamps_are_read_as_datetime_does_in_any_order(times):
         for wrong in ("25:00:00Z", "10:60:00Z", "10:00:60Z", "1O:00:00Z", "10:00:00+"):
             with pytest.raises(ValueError):
                 parse_timestamp(ox.Literal(day + wrong, datatype=dt))
+
+
+@settings(max_examples=300)
+@given(st.one_of(st.integers(min_value=-10**16, max_value=10**16).map(str),
+                 st.text(alphabet="0123456789+- \t\u0663\uff11_.e", max_size=16)))
+def test_integer_timestamps_are_read_by_the_xsd_rules_also_on_the_fast_path(text):
+    """parse_timestamp's fast path for xsd:integer (plain ASCII digits) against the XSD
+    lexical rule and the representable range: the same value or the same refusal."""
+    from spaseq_plugin.events import MAX_NUMBER, parse_timestamp
+    literal = ox.Literal(text, datatype=ox.NamedNode("http://www.w3.org/2001/XMLSchema#integer"))
+    collapsed = text.strip(" \t\n\r")
+    if re.fullmatch(r"[+-]?[0-9]+", collapsed, re.ASCII) and -MAX_NUMBER < int(collapsed) < MAX_NUMBER:
+        assert parse_timestamp(literal) == (int(collapsed), False)
+    else:
+        with pytest.raises(ValueError):
+            parse_timestamp(literal)
 
 
 def test_partition_places_events_whatever_filters_on_other_gpms_say():
