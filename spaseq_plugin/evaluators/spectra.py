@@ -577,6 +577,10 @@ class SpectraEvaluator:
                 if solution[v] != mapping[v]:
                     return _NONE
             candidates = solutions
+        elif len(solutions) <= _SCANNED_SOLUTIONS:
+            # (an index hashes each solution's terms, whole IRIs, for the one or two
+            # runs that mostly ask about an event: comparing costs less)
+            candidates = [s for s in solutions if _agrees(s, mapping, shared)]
         else:
             candidates = _index(gpm, tuple(shared), solutions, state).get(
                 tuple([mapping[v] for v in shared]), _NONE)
@@ -608,6 +612,16 @@ def _index(gpm: GpmPattern, variables: tuple[str, ...], solutions: list[Solution
         for s in solutions:
             index.setdefault(tuple([s[v] for v in variables]), []).append(s)
     return index
+
+
+@cython.cfunc
+@cython.locals(solution=dict, mapping=dict, shared=list)
+def _agrees(solution: dict, mapping: dict, shared: list) -> cython.bint:
+    """Whether ``solution`` has ``mapping``'s values of the ``shared`` variables."""
+    for v in shared:
+        if solution[v] != mapping[v]:
+            return False
+    return True
 
 
 @cython.cfunc
@@ -750,6 +764,7 @@ def _steps(plan: Plan, views: list[list]) -> tuple[list, list, bool]:
 
 
 _SCANNED_ROWS = 8      # a join step looks a bound term up among more rows than this, by hash
+_SCANNED_SOLUTIONS = cython.declare(cython.Py_ssize_t, 4)  # a run's values are looked up among more standalone solutions than this, by hash
 
 
 @cython.cfunc
