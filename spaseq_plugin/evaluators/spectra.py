@@ -563,7 +563,7 @@ class SpectraEvaluator:
         return rows
 
     @cython.cfunc
-    @cython.locals(state=_EventState, plan=Plan, mapping=dict, solution=dict, s=dict, row=dict, candidates=list)
+    @cython.locals(state=_EventState, plan=Plan, mapping=dict, s=dict, row=dict, candidates=list)
     def _extend(self, gpm: GpmPattern, plan: Plan, solutions: list[Solution],
                 mapping: dict[str, Term], state: _EventState, holds: tuple | None) -> list[Solution]:
         """The standalone solutions compatible with one run's bindings, filtered
@@ -572,10 +572,8 @@ class SpectraEvaluator:
         if not shared:
             candidates = solutions
         elif len(solutions) == 1:       # the common case: compared, without an index
-            solution = solutions[0]
-            for v in shared:
-                if solution[v] != mapping[v]:
-                    return _NONE
+            if not _agrees(solutions[0], mapping, shared):
+                return _NONE
             candidates = solutions
         elif len(solutions) <= _SCANNED_SOLUTIONS:
             # (an index hashes each solution's terms, whole IRIs, for the one or two
@@ -586,8 +584,8 @@ class SpectraEvaluator:
                 tuple([mapping[v] for v in shared]), _NONE)
         filters = plan.stateful_filters if holds is None else plan.unproven[holds]
         if not filters or not candidates:
-            # Every solution binds all of plan.bound, so the index already made
-            # the candidates agree with the mapping.
+            # Every solution binds all of plan.bound, so the comparison or the
+            # index already made the candidates agree with the mapping.
             return candidates
         out = []
         for s in candidates:
