@@ -302,6 +302,7 @@ class _TrigReader(EventReader):
         return self._out()
 
     def _skip_long_line(self, chunk: bytes) -> bytes:
+        """Drop the rest of a line too long to keep, as it comes: the chunk's text after it."""
         newline = chunk.find(b"\n")
         if newline < 0:
             return b""
@@ -466,6 +467,7 @@ class _NQuadsReader(EventReader):
             buf.clear()
 
     def _skip_long_line(self, chunk: bytes) -> bytes:
+        """Drop the rest of a line too long to keep, as it comes: the chunk's text after it."""
         newline = chunk.find(b"\n")
         if newline < 0:
             return b""
