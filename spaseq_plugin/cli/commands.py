@@ -255,11 +255,11 @@ def _flushing(items, writers, out=None, after=None, end=None):
     """The input items, with the writers flushed before each next item is read: a live
     source may make that read wait, and the results so far must not wait with it.  With
     ``out`` (a live input, or a terminal: ``_results_awaited``), that stream is flushed
-    too, so that the results reach their reader at once.  ``after(item)`` is called once they are, and ``end()`` after
-    the last item, before the engine closes (``--checkpoint``).  Without any of the
-    three (stream files read into a file or a pipe, no checkpoints), the writers flush
-    when their buffers fill and at the end, like any tool writing to a file: no layer
-    per item."""
+    too, so that the results reach their reader at once.  ``after(item)`` is called
+    once they are, and ``end()`` after the last item, before the engine closes
+    (``--checkpoint``).  Without any of the three (stream files read into a file or a
+    pipe, no checkpoints), the writers flush when their buffers fill and at the end,
+    like any tool writing to a file: no layer per item."""
     if out is None and after is None and end is None:
         return items
     return _flushed(items, writers, out, after, end)
