@@ -340,6 +340,26 @@ def test_an_event_is_a_set_of_triples(objects):
     assert len(got) == len(set(objects) - {"01"}) and fast.fallbacks == 0
 
 
+def test_the_summary_s_layouts_follow_the_predicates_and_the_plans():
+    """The summary remembers each stream's predicates by position, with their slots:
+    an event that lists them in another order, or with others, and a GPM planned
+    after events were summarised (adding predicates that had no slot) give
+    Oxigraph's solutions."""
+    s = ox.NamedNode("http://e/s1")
+    p, q, r = (ox.NamedNode(f"http://e/{n}") for n in "pqr")
+    orders = [(p, q), (q, p), (r, p, q), (p, q)]
+    first = compile_query(QUERY.format(body="?x <http://e/p> ?y")).gpms["A"]
+    later = compile_query(QUERY.format(body="?x <http://e/p> ?y ; <http://e/q> ?z")).gpms["A"]
+    fast, slow = SpectraEvaluator(), OxigraphEvaluator()
+    for gpm in (first, later, first):
+        for i, predicates in enumerate(orders):
+            event = Event("http://s", i, tuple(ox.Triple(s, predicate, lit(str(n), "integer"))
+                                               for n, predicate in enumerate(predicates)))
+            [got], [want] = fast.evaluate(gpm, event, [{}]), slow.evaluate(gpm, event, [{}])
+            assert got and canonical_rows(got) == canonical_rows(want), (gpm is later, predicates)
+    assert fast.fallbacks == 0
+
+
 def test_the_identity_cache_answers_as_its_function_does():
     """``RevisitedTermCache``: a term object asked again is answered from its slot,
     without hashing it; equal terms, and terms whose slot another took over, still

@@ -211,6 +211,7 @@ class SpectraEvaluator:
     _last_event = cython.declare(object, visibility="public")
     _last_state = cython.declare(_EventState, visibility="public")
     _slots = cython.declare(dict, visibility="public")
+    _layouts = cython.declare(dict, visibility="public")
     _shapes = cython.declare(dict, visibility="public")
     fallbacks = cython.declare(object, visibility="public")
     _most = cython.declare(cython.Py_ssize_t, visibility="public")
@@ -230,6 +231,7 @@ class SpectraEvaluator:
         self._last_event: Event | None = None          # the last event _state was asked about ...
         self._last_state: _EventState | None = None    # ... and its state
         self._slots: dict[ox.NamedNode, int] = {}       # what some plan's triple patterns use -> its view's slot
+        self._layouts: dict[str, list] = {}             # stream -> its last event's (predicate, slot) by position
         self._shapes: dict[tuple, int] = {}             # plan shape -> its number (a small int hashes for nothing)
         self.fallbacks = 0           # evaluations that went to Oxigraph for a value
         self._most = _UNLIMITED      # solutions of a GPM on an event made at most (limit_solutions)
@@ -381,6 +383,7 @@ class SpectraEvaluator:
                 self._kept_events = [None] * _KEPT_EVENTS     # summaries made without the new predicates
                 self._kept_states = [None] * _KEPT_EVENTS
                 self._last_event = self._last_state = None
+                self._layouts = {}
             for p in plan.patterns:
                 p.slot = self._slots[p.predicate]
         return plan
@@ -466,7 +469,7 @@ class SpectraEvaluator:
                 state = self._kept_states[i]
                 break
         else:
-            state = _EventState(_summarise(event, self._slots))
+            state = _EventState(_summarise(event, self._slots, self._layouts))
             i = self._next_kept
             kept[i] = event
             self._kept_states[i] = state
@@ -674,15 +677,45 @@ def _comparison(expr) -> list[tuple[str, str, str]]:
     return []
 
 
+_LAYOUT_POSITIONS = cython.declare(cython.Py_ssize_t, 64)   # triples of an event whose predicates a layout keeps
+_LAYOUT_STREAMS = 64        # streams whose layouts are kept (the query's, unless evaluate() is called with others)
+
+
 @cython.cfunc
-@cython.locals(slots=dict, views=list)
-def _summarise(event: Event, slots: dict) -> list:
+@cython.locals(slots=dict, layouts=dict, views=list, layout=list, known=tuple,
+               i=cython.Py_ssize_t, n=cython.Py_ssize_t)
+def _summarise(event: Event, slots: dict, layouts: dict) -> list:
     """GRAPH-SUMMARY: the event's triples whose predicate some plan uses, in canonical
     form, as (subject, object) rows in the predicate's slot (None: no such triple).
-    A predicate is hashed once (a pyoxigraph term hashes its whole IRI)."""
+
+    A pyoxigraph term hashes its whole IRI at each dict lookup; comparing two IRIs
+    costs a fraction of that.  A stream's events mostly list the same predicates in the
+    same order, so the stream's layout, the (predicate, slot) pairs of its last event
+    by position, is asked first: a predicate equal to the one at its position there
+    has that slot, and only a differing one is looked up in ``slots``."""
     views = [None] * len(slots)
+    layout = layouts.get(event.stream)
+    if layout is None:
+        if len(layouts) >= _LAYOUT_STREAMS:
+            layouts.clear()
+        layout = layouts[event.stream] = []
+    n = len(layout)
+    i = 0
     for triple in event.triples:
-        slot = slots.get(triple.predicate)
+        predicate = triple.predicate
+        if i < n:
+            known = layout[i]
+            if known[0] == predicate:
+                slot = known[1]
+            else:
+                slot = slots.get(predicate)
+                layout[i] = (predicate, slot)
+        else:
+            slot = slots.get(predicate)
+            if i < _LAYOUT_POSITIONS:
+                layout.append((predicate, slot))
+                n += 1
+        i += 1
         if slot is not None:
             obj = triple.object
             row = (triple.subject, canonical_literal(obj) if isinstance(obj, _LITERAL) else obj)
