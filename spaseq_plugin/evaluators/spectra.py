@@ -135,6 +135,7 @@ class Plan:
     shape = cython.declare(object, visibility="public")            # its shape's number: equal, same solutions up to variable names
     names = cython.declare(tuple, visibility="public")             # the variables in shape order
     orders = cython.declare(dict, visibility="public")             # view sizes -> join steps (see _steps)
+    single_steps = cython.declare(object, visibility="public")     # the join steps when every view has one row
     renames = cython.declare(dict, visibility="public")            # plan of the same shape -> its names to this plan's (None: the same)
     bound_order = cython.declare(tuple, visibility="public")       # ``bound``, sorted: index keys list variables so
     stateful_reads = cython.declare(tuple, visibility="public")    # what only the stateful filters read: a run's bindings
@@ -153,6 +154,7 @@ class Plan:
         self.shape = shape
         self.names = names
         self.orders = {}
+        self.single_steps = None
         self.renames = {}
         self.bound_order = tuple(sorted(bound))
         self.stateful_reads = tuple(sorted(mentioned - bound))
@@ -503,22 +505,29 @@ class SpectraEvaluator:
         return solutions
 
     @cython.cfunc
-    @cython.locals(plan=Plan, pattern=_Pattern, state=_EventState)
+    @cython.locals(plan=Plan, pattern=_Pattern, state=_EventState, single=cython.bint)
     def _solve(self, plan: Plan, state: _EventState) -> list[Solution]:
         """The plan's solutions on the event; when a join made ``_most`` of them (the
         most limit_solutions allows: one more than the runtime's cap), it stopped
         there, and the plan's shape goes into ``state.cut`` (a later join or filter
         may leave fewer: the count at the end cannot tell)."""
         views = []
+        single = True
         for pattern in plan.patterns:
             rows = state.views[pattern.slot]
             if not rows:
                 return []
+            if len(rows) != 1:
+                single = False
             views.append(rows)
-        order, final, single = _steps(plan, views)
-        if single:
+        if single:      # (the common case: each predicate once in the event, no sizes to key)
+            steps = plan.single_steps
+            if steps is None:
+                steps = plan.single_steps = _steps(plan, views)
+            order, final = steps
             solutions = _join_single_rows(order, views)
         else:
+            order, final = _steps(plan, views)
             solutions = _join(order, views, self._most)
         cut = len(solutions) >= self._most
         for join in plan.kb:
@@ -770,11 +779,11 @@ def _shape(patterns: list[_Pattern], graphs: list[tuple[str, list[_Pattern]]], e
 
 @cython.cfunc
 @cython.locals(plan=Plan, rows=list)
-def _steps(plan: Plan, views: list[list]) -> tuple[list, list, bool]:
+def _steps(plan: Plan, views: list[list]) -> tuple[list, list]:
     """The join steps for these view sizes, ``(subject is a variable, subject,
     object is a variable, object, the two are one variable, view index,
-    filters the step makes decidable)``, the filters left for after the
-    KB join, and whether every view has one row; cached per plan."""
+    filters the step makes decidable)``, and the filters left for after the
+    KB join; cached per plan."""
     sizes = (len(views[0]),) if len(views) == 1 else tuple([len(rows) for rows in views])
     found = plan.orders.get(sizes)
     if found is None:
@@ -790,7 +799,7 @@ def _steps(plan: Plan, views: list[list]) -> tuple[list, list, bool]:
             steps.append((s_var, s, o_var, o, s_var and o_var and s == o, index,
                           [keep for needed, keep in pending if needed <= bound]))
             pending = [(n, k) for n, k in pending if not n <= bound]
-        found = plan.orders[sizes] = (steps, [keep for _, keep in pending], all(n == 1 for n in sizes))
+        found = plan.orders[sizes] = (steps, [keep for _, keep in pending])
     return found
 
 
