@@ -256,6 +256,28 @@ def test_booleans_are_ordered_as_oxigraph_orders_them(constraint, kept):
     assert fast.plan(gpm) is not None and fast.fallbacks == 0
 
 
+@pytest.mark.parametrize("value", ["1", "1.0", "1.5", "0.5", "1e0", "2E0", '"b"'])
+def test_below_equal_and_above_are_ordered_as_oxigraph_orders_them(value):
+    """Each ordering operator between an event's value (an integer, a decimal, a
+    double, a string) and constants below, equal to and above it, of each kind
+    (the decisive case is the equal one: ``<=`` and ``>=`` keep it, ``<`` and
+    ``>`` do not)."""
+    p, node = ox.NamedNode("http://e/p"), ox.NamedNode("http://e/s1")
+    kinds = {"1": "integer", "1.0": "decimal", "1.5": "decimal", "0.5": "decimal", "1e0": "double",
+             "2E0": "double", '"b"': "string"}
+    literal = ox.Literal(value.strip('"'), datatype=ox.NamedNode(XSD + kinds[value]))
+    event = Event("http://s", 1, (ox.Triple(node, p, literal),))
+    fast, slow = SpectraEvaluator(), OxigraphEvaluator()
+    kept = 0
+    for constant in ("0", "1", "2", "1.0", "1.5", "1e0", '"a"', '"b"', '"c"'):
+        for op in ("<", "<=", ">", ">="):
+            gpm = compile_query(QUERY.format(body=f"?x <http://e/p> ?v . FILTER(?v {op} {constant})")).gpms["A"]
+            [got], [want] = fast.evaluate(gpm, event, [{}]), slow.evaluate(gpm, event, [{}])
+            assert canonical_rows(got) == canonical_rows(want), (value, op, constant)
+            kept += bool(want)
+    assert kept >= 6 and fast.fallbacks == 0
+
+
 @pytest.mark.parametrize("value, constraint, kept", [
     ('"9223372036854775807"^^xsd:integer', "?v > 0", True),       # the largest 64-bit integer
     ('"170141183460469231731.687303715884105727"^^xsd:decimal', "?v > 0", True),    # and decimal

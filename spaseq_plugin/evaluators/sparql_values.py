@@ -373,8 +373,7 @@ def compare(a: tuple, b: tuple) -> int:
         if x[0] != DOUBLE and y[0] != DOUBLE:
             # integers and decimals (never NaN): Python compares int and Decimal exactly,
             # without promoting one to the other's type
-            x, y = x[1], y[1]
-            return (x > y) - (x < y)
+            return _order(x[1], y[1])
     if a is b or a == b or (_is_nan(a) and _is_nan(b)):
         return 0
     if ca != cb:
@@ -385,9 +384,9 @@ def compare(a: tuple, b: tuple) -> int:
         _, x, y = _promote(a[1], b[1])
         if x != x or y != y:             # NaN has no order (Oxigraph: an error)
             raise SparqlError("NaN has no order")
-        return (x > y) - (x < y)
+        return _order(x, y)
     if ca == "str":
-        return (a[1] > b[1]) - (a[1] < b[1])
+        return _order(a[1], b[1])
     if ca == "bool":                     # Oxigraph orders a boolean only equal to itself
         raise SparqlError("booleans of different values have no order")
     if ca == "dt":
@@ -436,7 +435,16 @@ def _is_nan(value: tuple) -> bool:
 def _dt_compare(x, y) -> int:
     if (x.tzinfo is None) != (y.tzinfo is None):
         raise Unsupported("dateTimes with and without time zone")
-    return (x > y) - (x < y)
+    return _order(x, y)
+
+
+@cython.cfunc
+def _order(x, y):
+    """-1, 0 or 1 as ``x`` is below, equal to or above ``y`` (one comparison when it is
+    above: a Decimal compared with an int converts the int at each comparison)."""
+    if x > y:
+        return 1
+    return -1 if x < y else 0
 
 
 def ebv(value: tuple) -> bool:
