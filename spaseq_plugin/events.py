@@ -73,6 +73,27 @@ class Event:
     is_datetime: bool = False
 
 
+@cython.ccall
+@cython.locals(n=cython.Py_ssize_t, i=cython.Py_ssize_t, j=cython.Py_ssize_t)
+def may_repeat(items: list | tuple) -> bool:
+    """Whether two of ``items`` may be equal (more than 8 are not checked: True).
+    An event's graph is a set, but a pyoxigraph term or triple hashes its whole
+    text: a few items, which mostly differ at once, are compared pairwise instead."""
+    n = len(items)
+    if n > 8:
+        return True
+    for i in range(n):
+        for j in range(i + 1, n):
+            if items[i] == items[j]:
+                return True
+    return False
+
+
+def distinct(triples: list | tuple) -> tuple:
+    """``triples`` without repeats, in their order (an RDF graph is a set)."""
+    return tuple(dict.fromkeys(triples)) if may_repeat(triples) else tuple(triples)
+
+
 class Idle:
     """What a live input yields, besides events and rejections, when nothing
     has come for a while (``--idle-flush``): the pending timestamp can be

@@ -132,7 +132,7 @@ if not cython.compiled:     # interpreted, with Cython installed too
     from ..compiled import shadow as cython
 
 from ..errors import EventError
-from ..events import PROV_GENERATED_AT, Event, Time, format_time, parse_timestamp, time_literal
+from ..events import PROV_GENERATED_AT, Event, Time, distinct, format_time, parse_timestamp, time_literal
 
 __all__ = [
     "DEFAULT_MAX_TIME_JUMP",
@@ -927,8 +927,7 @@ class _Assembler:
                 if orphans:
                     orphans.pop(name, None)
                 remember(name, time)
-                if len(triples) > 1 and len(set(triples)) < len(triples):
-                    triples = tuple(dict.fromkeys(triples))
+                triples = distinct(triples)
                 out.append(Event(stream, time[0], triples, name, f"{where}:{line}", time[1]))
             name, triples, _ = runs[last]
             orphans.pop(name, None)
@@ -1018,9 +1017,8 @@ class _Assembler:
         done.add_all(names[:last], times)
         append, stream, where = self.out.append, self.stream, self.where
         for (name, triples, _), (time, is_datetime), line in zip(runs[:last], times, lines):
-            if len(triples) > 1 and (triples[0] == triples[1] if len(triples) == 2
-                                     else len(set(triples)) < len(triples)):
-                triples = tuple(dict.fromkeys(triples))
+            if len(triples) > 2 or (len(triples) == 2 and triples[0] == triples[1]):
+                triples = distinct(triples)     # (two, the common event, compared here)
             append(Event(stream, time, triples, name, f"{where}:{line}", is_datetime))
         name, triples, _ = runs[last]
         pending = self.pending = self.queue[name] = _Pending(name, lines[last], first + last)
@@ -1144,8 +1142,7 @@ class _Assembler:
 
     def _emit(self, pending: _Pending) -> None:
         self.done.add(pending.name, pending.time)
-        # an RDF graph is a set: drop repeated triples, keep the order
-        self.out.append(Event(self.stream, pending.time[0], tuple(dict.fromkeys(pending.triples)),
+        self.out.append(Event(self.stream, pending.time[0], distinct(pending.triples),
                               pending.name, f"{self.where}:{pending.line}", pending.time[1]))
 
     def _forget_old_orphans(self) -> None:

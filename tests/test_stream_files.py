@@ -210,6 +210,24 @@ def test_trig_bad_timestamps(tmp_path):
     assert "two different timestamps" in items[2].message
 
 
+@pytest.mark.parametrize("suffix", [".trig", ".nq"])
+def test_an_event_s_repeated_triples_are_read_once_in_their_order(tmp_path, suffix):
+    """An event is a set of triples: a triple written twice in its graph is read
+    once, where it first came, however many triples the graph has (two are
+    compared at once, up to eight pairwise, more hashed)."""
+    graphs = [[1, 1], [1, 2, 1], [3, 1, 2, 2], [1, 2], list(range(9)) + [4], list(range(12)), [5, 6, 7, 5]]
+    lines = []
+    for n, objects in enumerate(graphs, 1):
+        graph = f"<{EX}e{n}>"
+        lines.append(f'{graph} {PROV} "{n}"^^{INT} .')
+        quads = [f"<{EX}a> <{EX}b> <{EX}o{o}>" for o in objects]
+        lines += [q + f" {graph} ." for q in quads] if suffix == ".nq" else [graph + " { " + " . ".join(quads) + " }"]
+    path = write(tmp_path / ("s" + suffix), "\n".join(lines) + "\n")
+    events = list(read_stream_file(path, S))
+    assert [[t.object.value for t in e.triples] for e in events] == [
+        [f"{EX}o{o}" for o in dict.fromkeys(objects)] for objects in graphs]
+
+
 def test_duplicate_and_out_of_order(tmp_path):
     path = write(tmp_path / "s.trig", HEADER + (
         ':e1 prov:generatedAtTime "10"^^xsd:integer .\n:e1 { :a :b 1 . }\n'

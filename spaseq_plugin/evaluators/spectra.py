@@ -71,7 +71,7 @@ if not cython.compiled:     # interpreted, with Cython installed too: declared a
 from rdflib.plugins.sparql.parserutils import CompValue
 from rdflib.term import BNode, Literal, URIRef, Variable
 
-from ..events import Event
+from ..events import Event, may_repeat
 from ..language.filters import NotCompilable, compile_filter, conjuncts, variables
 from ..language.gpm import GpmPattern
 from .oxigraph import OxigraphEvaluator
@@ -737,23 +737,9 @@ def _summarise(event: Event, slots: dict, layouts: dict) -> list:
         # A graph is a set: canonical forms may make two triples one, and an event built
         # by hand may repeat one.  Rows hash their pyoxigraph terms' whole text, so a
         # few rows are compared pairwise first (most differ in their subjects).
-        if rows is not None and len(rows) > 1 and _may_repeat(rows):
+        if rows is not None and len(rows) > 1 and may_repeat(rows):
             views[slot] = list(dict.fromkeys(rows))
     return views
-
-
-@cython.cfunc
-@cython.locals(rows=list, i=cython.Py_ssize_t, j=cython.Py_ssize_t, n=cython.Py_ssize_t)
-def _may_repeat(rows: list) -> bool:
-    """Whether two of ``rows`` may be equal (a long list is not checked: True)."""
-    n = len(rows)
-    if n > 8:
-        return True
-    for i in range(n):
-        for j in range(i + 1, n):
-            if rows[i] == rows[j]:
-                return True
-    return False
 
 
 def _shape(patterns: list[_Pattern], graphs: list[tuple[str, list[_Pattern]]], exprs: list) -> tuple:
