@@ -193,7 +193,9 @@ def _order_number(term: Term) -> float | None:
     return None if number != number else number
 
 
-_LITERAL = ox.Literal      # (a module global: `ox.Literal` is a module attribute lookup per use)
+# (a module global: `ox.Literal` is a module attribute lookup per use).  pyoxigraph's
+# Literal is final, so its type tells a literal: a pointer comparison, not isinstance()
+_LITERAL = ox.Literal
 # event summaries kept: more than a batch of simultaneous events needs
 _KEPT_EVENTS = cython.declare(cython.Py_ssize_t, 16)
 
@@ -727,7 +729,7 @@ def _summarise(event: Event, slots: dict, layouts: dict) -> list:
         i += 1
         if slot is not None:
             obj = triple.object
-            row = (triple.subject, canonical_literal(obj) if isinstance(obj, _LITERAL) else obj)
+            row = (triple.subject, canonical_literal(obj) if type(obj) is _LITERAL else obj)
             rows = views[slot]
             if rows is None:
                 views[slot] = [row]
