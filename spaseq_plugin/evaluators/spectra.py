@@ -175,7 +175,7 @@ class _EventState:
         self.views = views
         self.standalone = {}     # GpmPattern -> standalone solutions
         self.by_shape = {}       # plan's shape number -> (plan, solutions)
-        self.indexes = {}        # (GpmPattern, variables) -> value tuple -> solutions
+        self.indexes = None      # (GpmPattern, variables) -> value tuple -> solutions (made when first needed)
         self.cut = None          # the shape numbers whose solutions limit_solutions cut short
 
 
@@ -618,6 +618,8 @@ class SpectraEvaluator:
 def _index(gpm: GpmPattern, variables: tuple[str, ...], solutions: list[Solution],
            state: _EventState) -> dict:
     """The standalone solutions by their values of ``variables`` (built once per event)."""
+    if state.indexes is None:
+        state.indexes = {}
     index = state.indexes.get((gpm, variables))
     if index is None:
         index = state.indexes[(gpm, variables)] = {}
