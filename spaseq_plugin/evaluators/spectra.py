@@ -522,14 +522,10 @@ class SpectraEvaluator:
             if len(rows) != 1:
                 single = False
             views.append(rows)
-        if single:      # (the common case: each predicate once in the event, no sizes to key)
-            steps = plan.single_steps
-            if steps is None:
-                steps = plan.single_steps = _steps(plan, views)
-            order, final = steps
+        order, final = _steps(plan, views, single)
+        if single:
             solutions = _join_single_rows(order, views)
         else:
-            order, final = _steps(plan, views)
             solutions = _join(order, views, self._most)
         cut = len(solutions) >= self._most
         for join in plan.kb:
@@ -768,12 +764,15 @@ def _shape(patterns: list[_Pattern], graphs: list[tuple[str, list[_Pattern]]], e
 
 
 @cython.cfunc
-@cython.locals(plan=Plan, rows=list)
-def _steps(plan: Plan, views: list[list]) -> tuple[list, list]:
+@cython.locals(plan=Plan, rows=list, single=cython.bint)
+def _steps(plan: Plan, views: list[list], single: bool) -> tuple[list, list]:
     """The join steps for these view sizes, ``(subject is a variable, subject,
     object is a variable, object, the two are one variable, view index,
     filters the step makes decidable)``, and the filters left for after the
-    KB join; cached per plan."""
+    KB join; cached per plan, by the sizes, or without a key when every view
+    has one row (``single``: the common case, each predicate once in the event)."""
+    if single and plan.single_steps is not None:
+        return plan.single_steps
     sizes = (len(views[0]),) if len(views) == 1 else tuple([len(rows) for rows in views])
     found = plan.orders.get(sizes)
     if found is None:
@@ -790,6 +789,8 @@ def _steps(plan: Plan, views: list[list]) -> tuple[list, list]:
                           [keep for needed, keep in pending if needed <= bound]))
             pending = [(n, k) for n, k in pending if not n <= bound]
         found = plan.orders[sizes] = (steps, [keep for _, keep in pending])
+    if single:
+        plan.single_steps = found
     return found
 
 
