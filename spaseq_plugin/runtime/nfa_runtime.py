@@ -491,6 +491,7 @@ class _Step:
     streams = cython.declare(frozenset, visibility="public")
     kind = cython.declare(object, visibility="public")
     gpms = cython.declare(tuple, visibility="public")
+    gpm_streams = cython.declare(tuple, visibility="public")
     single = cython.declare(object, visibility="public")
     reads = cython.declare(tuple, visibility="public")
     target_place = cython.declare(_Place, visibility="public")
@@ -510,9 +511,10 @@ class _Step:
         self.streams = frozenset(edge.atom.streams)
         self.kind = edge.atom.kind
         self.gpms = tuple(edge.atom.gpms)
+        self.gpm_streams = tuple([gpm.streams for gpm in self.gpms])
         self.single = self.gpms[0] if len(self.gpms) == 1 else None   # the atom is this one GPM
         # per GPM: what its FILTERs read and it does not bind (a conjunction injects them)
-        self.reads = tuple([frozenset(gpm.filter_vars.keys() - gpm.bindable) for gpm in self.gpms])
+        self.reads = tuple([tuple(sorted(gpm.filter_vars.keys() - gpm.bindable)) for gpm in self.gpms])
         target = edge.target
         self.target_place = None             # (set once every state's _Place is made)
         self.kleene_atom = target.kleene_atom
@@ -560,6 +562,7 @@ class Runtime:
     _stale_deadlines = cython.declare(cython.longlong, visibility="public")
     _batch_streams = cython.declare(object, visibility="public")
     _batch_stream = cython.declare(object, visibility="public")
+    _event_streams = cython.declare(list, visibility="public")
     _prefetching = cython.declare(object, visibility="public")
     _evaluate_one = cython.declare(object, visibility="public")
     _probes = cython.declare(dict, visibility="public")
@@ -611,6 +614,7 @@ class Runtime:
         self._stale_deadlines = 0                   # entries of dropped partitions in it
         self._batch_streams: set[str] = set()
         self._batch_stream: str | None = None     # the batch's one stream (None: several)
+        self._event_streams: list[str] = []       # the stream of each event of a batch of several, in order
         # evaluators that answer many mappings in one query get them together
         self._prefetching = getattr(evaluator, "batches_mappings", False)
         self._evaluate_one = None if self._prefetching else getattr(evaluator, "evaluate_one", None)
@@ -844,7 +848,8 @@ class Runtime:
         if len(events) == 1:
             one = events[0].stream
         else:
-            streams = self._batch_streams = {e.stream for e in events}
+            self._event_streams = [e.stream for e in events]
+            streams = self._batch_streams = set(self._event_streams)
             one = events[0].stream if len(streams) == 1 else None
         self._batch_stream = one
         if self._batch_keys:
@@ -1123,55 +1128,29 @@ class Runtime:
             created.append(new)
 
     @cython.cfunc
-    @cython.locals(step=_Step, most=cython.Py_ssize_t, past=cython.Py_ssize_t)
+    @cython.locals(step=_Step, streams=list, i=cython.Py_ssize_t, n=cython.Py_ssize_t, k=cython.Py_ssize_t)
     def _match(self, step: _Step, mu: dict, events: list[Event], standalone: bool, holds=None):
         """The ways ``step``'s atom matches the batch under ``mu``: (solution, events used).
         The callers have checked that the atom reads a stream of the batch.  ``holds``:
-        a comparison of the edge's probe known to hold (see ``_bounds``)."""
+        a comparison of the edge's probe known to hold (see ``_bounds``).  ``events`` is
+        the batch of ``_process_partition`` (see ``_streams_of``)."""
         if step.single is not None and len(events) == 1:
             # the common case: one GPM on one event, of a stream the GPM reads
             used = (events[0],)
             return [(s, used) for s in self._evaluate(step.single, events[0], mu, standalone, holds)]
         if step.kind == CONJUNCTION:
-            # The operands' solutions are joined.  Each operand is evaluated under μ and
-            # only the bindings its FILTERs read from the operands before it (semantics.md
-            # open point 2), so that the result does not depend on which independent
-            # operand the compiler put first (an OPTIONAL sees injected bindings).
-            # The combinations are bounded by --max-runs: each would be a run or a
-            # match, and a product of operands (3,000 solutions each on one event:
-            # 9 million) would otherwise fill the memory before any run is counted.
-            partial = [({}, ())]
-            most = self._max_runs
-            for gpm, reads in zip(step.gpms, step.reads):
-                grown = []
-                past = 0
-                for solution, used in partial:
-                    injected = {v: t for v, t in solution.items() if v in reads}
-                    merged = {**mu, **injected} if injected else mu
-                    for event in events:
-                        if event.stream not in gpm.streams:
-                            continue
-                        for s in self._evaluate(gpm, event, merged, standalone and not injected):
-                            if _conflict(solution, s):
-                                continue
-                            if len(grown) >= most:
-                                past += 1
-                                continue
-                            combined = dict(solution)
-                            combined.update(s)
-                            grown.append((combined, used if event in used else used + (event,)))
-                if past:
-                    self._too_many_combinations(step, events, past)
-                partial = grown
-                if not partial:
-                    return []
-            return partial
+            return self._match_all(step, mu, events, standalone)
+        streams = self._streams_of(events)
+        n = len(events)
         out = []
         seen = set() if step.kind == DISJUNCTION else None
-        for gpm in step.gpms:
-            for event in events:
-                if event.stream not in gpm.streams:
+        for k in range(len(step.gpms)):
+            gpm = step.gpms[k]
+            gpm_streams = step.gpm_streams[k]
+            for i in range(n):
+                if streams[i] not in gpm_streams:
                     continue
+                event = events[i]
                 for s in self._evaluate(gpm, event, mu, standalone):
                     if seen is not None:
                         key = (frozenset(s.items()), event)
@@ -1180,6 +1159,75 @@ class Runtime:
                         seen.add(key)
                     out.append((s, (event,)))
         return out
+
+    @cython.cfunc
+    def _streams_of(self, events: list[Event]) -> list:
+        """The stream of each of ``events``, the batch of ``_process_partition``: read
+        once per batch there when it has several events (an attribute of each event,
+        which the matchers would otherwise read for each GPM and partial match)."""
+        return self._event_streams if len(events) > 1 else [events[0].stream]
+
+    @cython.cfunc
+    @cython.locals(step=_Step, streams=list, partial=list, grown=list, solution=dict, injected=dict,
+                   most=cython.Py_ssize_t, past=cython.Py_ssize_t, k=cython.Py_ssize_t,
+                   i=cython.Py_ssize_t, n=cython.Py_ssize_t)
+    def _match_all(self, step: _Step, mu: dict, events: list[Event], standalone: bool) -> list:
+        """``_match`` for a conjunction: the operands' solutions joined.
+
+        Each operand is evaluated under μ and only the bindings its FILTERs read
+        from the operands before it (semantics.md open point 2), so that the result
+        does not depend on which independent operand the compiler put first (an
+        OPTIONAL sees injected bindings).  The first operand has nothing to join
+        with: its solutions are the partial matches as they are (no solution is
+        ever modified).  The combinations are bounded by --max-runs: each would be
+        a run or a match, and a product of operands (3,000 solutions each on one
+        event: 9 million) would otherwise fill the memory before any run is counted."""
+        streams = self._streams_of(events)
+        n = len(events)
+        most = self._max_runs
+        partial = None
+        for k in range(len(step.gpms)):
+            gpm = step.gpms[k]
+            gpm_streams = step.gpm_streams[k]
+            grown = []
+            past = 0
+            if partial is None:
+                for i in range(n):
+                    if streams[i] in gpm_streams:
+                        event = events[i]
+                        for s in self._evaluate(gpm, event, mu, standalone):
+                            if len(grown) >= most:
+                                past += 1
+                                continue
+                            grown.append((s, (event,)))
+            else:
+                reads = step.reads[k]
+                for solution, used in partial:
+                    injected = None
+                    for v in reads:
+                        t = solution.get(v)
+                        if t is not None:
+                            if injected is None:
+                                injected = {}
+                            injected[v] = t
+                    merged = mu if injected is None else {**mu, **injected}
+                    for i in range(n):
+                        if streams[i] not in gpm_streams:
+                            continue
+                        event = events[i]
+                        for s in self._evaluate(gpm, event, merged, standalone and injected is None):
+                            if _conflict(solution, s):
+                                continue
+                            if len(grown) >= most:
+                                past += 1
+                                continue
+                            grown.append(({**solution, **s}, used if event in used else used + (event,)))
+            if past:
+                self._too_many_combinations(step, events, past)
+            if not grown:
+                return grown
+            partial = grown
+        return partial
 
     @cython.cfunc
     def _prefetch(self, runs: list[Run], events: list[Event]) -> None:
