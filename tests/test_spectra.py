@@ -382,6 +382,23 @@ def test_the_summary_s_layouts_follow_the_predicates_and_the_plans():
     assert fast.fallbacks == 0
 
 
+def test_join_steps_are_kept_apart_by_the_sizes_of_the_views():
+    """The join order is chosen by the views' sizes and kept per plan: sizes that
+    differ, small ones (keyed as one integer) and large ones (a tuple), each get
+    their own steps, and every event gets Oxigraph's solutions."""
+    gpm = compile_query(QUERY.format(body="?x <http://e/p> ?y . ?y <http://e/q> ?z")).gpms["A"]
+    fast, slow = SpectraEvaluator(), OxigraphEvaluator()
+    p, q = ox.NamedNode("http://e/p"), ox.NamedNode("http://e/q")
+    sizes = [(1, 300), (300, 1), (2, 3), (3, 2), (256, 2), (2, 256), (1, 1), (2, 3)]
+    for time, (a, b) in enumerate(sizes):
+        triples = [ox.Triple(ox.NamedNode(f"http://e/x{i}"), p, ox.NamedNode(f"http://e/y{i}")) for i in range(a)]
+        triples += [ox.Triple(ox.NamedNode(f"http://e/y{j}"), q, lit(str(j), "integer")) for j in range(b)]
+        event = Event("http://s", time, tuple(triples))
+        [got], [want] = fast.evaluate(gpm, event, [{}]), slow.evaluate(gpm, event, [{}])
+        assert len(got) == min(a, b) and canonical_rows(got) == canonical_rows(want), (a, b)
+    assert len(fast.plan(gpm).orders) == len(set(sizes))     # one entry per pair of sizes
+
+
 def test_the_identity_cache_answers_as_its_function_does():
     """``RevisitedTermCache``: a term object asked again is answered from its slot,
     without hashing it; equal terms, and terms whose slot another took over, still

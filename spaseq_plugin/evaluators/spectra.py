@@ -764,16 +764,26 @@ def _shape(patterns: list[_Pattern], graphs: list[tuple[str, list[_Pattern]]], e
 
 
 @cython.cfunc
-@cython.locals(plan=Plan, rows=list, single=cython.bint)
+@cython.locals(plan=Plan, rows=list, single=cython.bint, key=cython.longlong, size=cython.Py_ssize_t)
 def _steps(plan: Plan, views: list[list], single: bool) -> tuple[list, list]:
     """The join steps for these view sizes, ``(subject is a variable, subject,
     object is a variable, object, the two are one variable, view index,
     filters the step makes decidable)``, and the filters left for after the
     KB join; cached per plan, by the sizes, or without a key when every view
-    has one row (``single``: the common case, each predicate once in the event)."""
+    has one row (``single``: the common case, each predicate once in the event).
+    Up to 7 views of fewer than 256 rows each (the usual event) are keyed by their
+    sizes as the digits of one integer: no tuple made and hashed."""
     if single and plan.single_steps is not None:
         return plan.single_steps
-    sizes = (len(views[0]),) if len(views) == 1 else tuple([len(rows) for rows in views])
+    key = 1
+    for rows in views:
+        size = len(rows)
+        if size >= 256 or key >= 1 << 48:
+            sizes = tuple([len(rows) for rows in views])
+            break
+        key = key * 256 + size
+    else:
+        sizes = key
     found = plan.orders.get(sizes)
     if found is None:
         if len(plan.orders) > 256:
