@@ -768,7 +768,8 @@ def _shape(patterns: list[_Pattern], graphs: list[tuple[str, list[_Pattern]]], e
 def _steps(plan: Plan, views: list[list], single: bool) -> tuple[list, list]:
     """The join steps for these view sizes, ``(subject is a variable, subject,
     object is a variable, object, the two are one variable, view index,
-    filters the step makes decidable)``, and the filters left for after the
+    filters the step makes decidable, an earlier step binds the subject, an
+    earlier step binds the object)``, and the filters left for after the
     KB join; cached per plan, by the sizes, or without a key when every view
     has one row (``single``: the common case, each predicate once in the event).
     Up to 7 views of fewer than 256 rows each (the usual event) are keyed by their
@@ -793,10 +794,11 @@ def _steps(plan: Plan, views: list[list], single: bool) -> tuple[list, list]:
         bound: set[str] = set()
         for index in _join_order(plan.patterns, views):
             pattern = plan.patterns[index]
-            bound |= pattern.vars
             (s_var, s), (o_var, o) = pattern.subject, pattern.object
+            s_known, o_known = s_var and s in bound, o_var and o in bound
+            bound |= pattern.vars
             steps.append((s_var, s, o_var, o, s_var and o_var and s == o, index,
-                          [keep for needed, keep in pending if needed <= bound]))
+                          [keep for needed, keep in pending if needed <= bound], s_known, o_known))
             pending = [(n, k) for n, k in pending if not n <= bound]
         found = plan.orders[sizes] = (steps, [keep for _, keep in pending])
     if single:
@@ -841,10 +843,14 @@ def _rows_with(lookups: dict, rows: list, index: int, position: int, term) -> li
 def _extend_join(order: list, views: list, depth: int, last: int, row: dict, solutions: list,
                  lookups: dict, most: int) -> None:
     """Step ``depth`` of ``_join`` under the bindings in ``row`` (a C function when
-    compiled: the recursion costs no Python frame)."""
-    s_var, s, o_var, o, same, index, ready = order[depth]
-    s_val = row.get(s) if s_var else s
-    o_val = row.get(o) if o_var else o
+    compiled: the recursion costs no Python frame).
+
+    Which variables the earlier steps bind is known from the order, so a binding
+    is never taken back: ``row`` may keep one from an earlier pass through a
+    later step, which that step sets again before any step reads it."""
+    s_var, s, o_var, o, same, index, ready, s_known, o_known = order[depth]
+    s_val = (row[s] if s_known else None) if s_var else s
+    o_val = (row[o] if o_known else None) if o_var else o
     bind_s = s_val is None          # (a constant is never None)
     bind_o = o_val is None and not (same and bind_s)
     rows = views[index]
@@ -871,10 +877,6 @@ def _extend_join(order: list, views: list, depth: int, last: int, row: dict, sol
                 solutions.append(dict(row))
             else:
                 _extend_join(order, views, depth + 1, last, row, solutions, lookups, most)
-        if bind_s:
-            del row[s]
-        if bind_o:
-            del row[o]
 
 
 @cython.cfunc
@@ -883,7 +885,7 @@ def _join_single_rows(order: list, views: list[list]) -> list[Solution]:
     """``_join`` when every view has one row (each predicate once in the event,
     the common case): one pass over the steps, no loops."""
     row: dict = {}
-    for s_var, s, o_var, o, _, index, ready in order:
+    for s_var, s, o_var, o, _, index, ready, _, _ in order:
         subject, obj = views[index][0]
         if s_var:
             bound = row.get(s)
