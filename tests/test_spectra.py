@@ -399,6 +399,25 @@ def test_join_steps_are_kept_apart_by_the_sizes_of_the_views():
     assert len(fast.plan(gpm).orders) == len(set(sizes))     # one entry per pair of sizes
 
 
+def test_a_join_over_several_rows_keeps_no_binding_of_a_failed_branch():
+    """A chain ?x p ?y . ?y q ?z . ?z r ?w over views of several rows, where some
+    branches fail at the second or third step: each solution has only the values of
+    its own branch (the join overwrites bindings, it does not delete them)."""
+    gpm = compile_query(QUERY.format(
+        body="?x <http://e/p> ?y . ?y <http://e/q> ?z . ?z <http://e/r> ?w")).gpms["A"]
+    fast, slow = SpectraEvaluator(), OxigraphEvaluator()
+    p, q, r = (ox.NamedNode(f"http://e/{n}") for n in "pqr")
+    node = lambda name: ox.NamedNode(f"http://e/{name}")
+    triples = [ox.Triple(node(f"x{i}"), p, node(f"y{i}")) for i in range(4)]
+    triples += [ox.Triple(node(f"y{i}"), q, node(f"z{i}")) for i in (0, 1, 3)]    # y2 stops here
+    triples += [ox.Triple(node(f"z{i}"), r, lit(str(i), "integer")) for i in (1, 3)]
+    triples += [ox.Triple(node("z3"), r, lit("30", "integer"))]
+    event = Event("http://s", 0, tuple(triples))
+    [got], [want] = fast.evaluate(gpm, event, [{}]), slow.evaluate(gpm, event, [{}])
+    assert canonical_rows(got) == canonical_rows(want) and len(got) == 3
+    assert all(s["y"].value[-1] == s["x"].value[-1] == s["z"].value[-1] for s in got)
+
+
 def test_the_identity_cache_answers_as_its_function_does():
     """``RevisitedTermCache``: a term object asked again is answered from its slot,
     without hashing it; equal terms, and terms whose slot another took over, still
