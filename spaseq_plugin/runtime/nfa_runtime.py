@@ -1169,7 +1169,7 @@ class Runtime:
 
     @cython.cfunc
     @cython.locals(step=_Step, streams=list, partial=list, grown=list, solution=dict, injected=dict,
-                   most=cython.Py_ssize_t, past=cython.Py_ssize_t, k=cython.Py_ssize_t,
+                   joined=cython.bint, most=cython.Py_ssize_t, past=cython.Py_ssize_t, k=cython.Py_ssize_t,
                    i=cython.Py_ssize_t, n=cython.Py_ssize_t)
     def _match_all(self, step: _Step, mu: dict, events: list[Event], standalone: bool) -> list:
         """``_match`` for a conjunction: the operands' solutions joined.
@@ -1177,51 +1177,46 @@ class Runtime:
         Each operand is evaluated under μ and only the bindings its FILTERs read
         from the operands before it (semantics.md open point 2), so that the result
         does not depend on which independent operand the compiler put first (an
-        OPTIONAL sees injected bindings).  The first operand has nothing to join
-        with: its solutions are the partial matches as they are (no solution is
-        ever modified).  The combinations are bounded by --max-runs: each would be
+        OPTIONAL sees injected bindings).  A solution joined with the empty partial
+        match (the first operand's) is the partial match as it is: no solution is
+        ever modified.  The combinations are bounded by --max-runs: each would be
         a run or a match, and a product of operands (3,000 solutions each on one
         event: 9 million) would otherwise fill the memory before any run is counted."""
         streams = self._streams_of(events)
         n = len(events)
         most = self._max_runs
-        partial = None
+        partial = _NOTHING_MATCHED
         for k in range(len(step.gpms)):
             gpm = step.gpms[k]
             gpm_streams = step.gpm_streams[k]
+            reads = step.reads[k]
             grown = []
             past = 0
-            if partial is None:
-                for i in range(n):
-                    if streams[i] in gpm_streams:
-                        event = events[i]
-                        for s in self._evaluate(gpm, event, mu, standalone):
-                            if len(grown) >= most:
-                                past += 1
-                                continue
-                            grown.append((s, (event,)))
-            else:
-                reads = step.reads[k]
-                for solution, used in partial:
-                    injected = None
+            for solution, used in partial:
+                joined = len(solution) != 0
+                injected = None
+                if joined:
                     for v in reads:
                         t = solution.get(v)
                         if t is not None:
                             if injected is None:
                                 injected = {}
                             injected[v] = t
-                    merged = mu if injected is None else {**mu, **injected}
-                    for i in range(n):
-                        if streams[i] not in gpm_streams:
+                merged = mu if injected is None else {**mu, **injected}
+                for i in range(n):
+                    if streams[i] not in gpm_streams:
+                        continue
+                    event = events[i]
+                    for s in self._evaluate(gpm, event, merged, standalone and injected is None):
+                        if joined and _conflict(solution, s):
                             continue
-                        event = events[i]
-                        for s in self._evaluate(gpm, event, merged, standalone and injected is None):
-                            if _conflict(solution, s):
-                                continue
-                            if len(grown) >= most:
-                                past += 1
-                                continue
+                        if len(grown) >= most:
+                            past += 1
+                            continue
+                        if joined:
                             grown.append(({**solution, **s}, used if event in used else used + (event,)))
+                        else:
+                            grown.append((s, (event,)))
             if past:
                 self._too_many_combinations(step, events, past)
             if not grown:
@@ -1766,6 +1761,7 @@ def partition_keys(variables: list[str], placement: list[GpmPattern], event: Eve
 
 
 _EMPTY: dict = {}       # the empty mapping, never modified
+_NOTHING_MATCHED = [(_EMPTY, ())]   # a conjunction's partial matches before its first operand (never modified)
 
 
 @cython.cfunc
