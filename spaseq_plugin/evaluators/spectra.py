@@ -163,20 +163,28 @@ class Plan:
 
 @cython.cclass
 class _EventState:
-    """What the evaluator knows of one event: its summary and what was solved on it.
-    (A Cython extension type when compiled: see runtime/nfa_runtime.py's Run.)"""
+    """What the evaluator knows of one event: its summary and what was solved on it;
+    made by ``_event_state``.  (A Cython extension type when compiled: see
+    runtime/nfa_runtime.py's Run.)"""
     views = cython.declare(list, visibility="public")
     standalone = cython.declare(dict, visibility="public")
     by_shape = cython.declare(dict, visibility="public")
     indexes = cython.declare(dict, visibility="public")
     cut = cython.declare(object, visibility="public")
 
-    def __init__(self, views: list):
-        self.views = views
-        self.standalone = {}     # GpmPattern -> standalone solutions
-        self.by_shape = {}       # plan's shape number -> (plan, solutions)
-        self.indexes = None      # (GpmPattern, variables) -> value tuple -> solutions (made when first needed)
-        self.cut = None          # the shape numbers whose solutions limit_solutions cut short
+
+@cython.cfunc
+@cython.locals(state=_EventState)
+def _event_state(views: list) -> _EventState:
+    """A new _EventState (made without calling the type: compiled, a call
+    through the type and its ``__init__`` cost more than the rest of it)."""
+    state = _EventState.__new__(_EventState)
+    state.views = views
+    state.standalone = {}       # GpmPattern -> standalone solutions
+    state.by_shape = {}         # plan's shape number -> (plan, solutions)
+    state.indexes = None        # (GpmPattern, variables) -> value tuple -> solutions (made when first needed)
+    state.cut = None            # the shape numbers whose solutions limit_solutions cut short
+    return state
 
 
 @RevisitedTermCache
@@ -473,7 +481,7 @@ class SpectraEvaluator:
                 state = self._kept_states[i]
                 break
         else:
-            state = _EventState(_summarise(event, self._slots, self._layouts))
+            state = _event_state(_summarise(event, self._slots, self._layouts))
             i = self._next_kept
             kept[i] = event
             self._kept_states[i] = state

@@ -343,7 +343,7 @@ class Engine:
         stats.peak_runs = runtime.peak_runs
         stats.dropped_runs = runtime.dropped_runs
         if self._keyed:
-            stats.live_keys = len(runtime.partitions)
+            stats.live_keys = runtime.live_keys
             stats.peak_keys = runtime.peak_keys
 
     def drop_state(self) -> None:

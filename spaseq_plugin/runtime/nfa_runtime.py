@@ -107,7 +107,8 @@ pending trailing negations  ``_Partition.pending`` and      emitted when time pa
 the partition itself        ``Runtime.partitions``          at once when it holds no live run and no
                                                             pending match (after its batch, after
                                                             expiry); with it go its indexes, buffer
-                                                            and strict clock
+                                                            and strict clock.  Without PARTITION BY
+                                                            the one partition stays (emptied)
 the partition's next expiry ``Runtime._deadlines``          a heap of (oldest first τ, partition):
                                                             popped when that τ leaves the window
 ==========================  ==============================  ==========================================
@@ -123,7 +124,7 @@ in time linear in its size, so the work is amortised over the deaths.
 ``TUMBLING`` drops every partition at each boundary.  Without WITHIN a
 partition is still dropped once it holds nothing, but a waiting run never
 expires: the compiler warns, and ``live_keys`` / ``peak_keys`` count the
-partitions.  What is not per key: the evaluator's caches (bounded), and
+partitions (PARTITION BY keys: none without PARTITION BY).  What is not per key: the evaluator's caches (bounded), and
 DISTINCT's memory of projected bindings (``results.Projector``), which
 semantics.md keeps for the query's lifetime.
 
@@ -271,6 +272,11 @@ class Run:
                  events: tuple[Event, ...], first: Time, last: Time,
                  iterations: tuple[tuple[int, tuple[Solution, ...]], ...], partition: tuple,
                  spent: int = 0, dead: bool = False):
+        self._fill(place, mu, base_mu, events, first, last, iterations, partition, spent, dead)
+
+    @cython.cfunc
+    def _fill(self, place, mu: dict, base_mu, events: tuple, first, last, iterations: tuple,
+              partition: tuple, spent, dead) -> None:
         self.place = place
         self.mu = mu
         self.base_mu = base_mu              # μ before this state's Kleene atom
@@ -291,6 +297,17 @@ class Run:
 
     def alive_edges(self):
         return [edge for edge in self.state.edges if not self.spent & (1 << edge.index)]
+
+
+@cython.cfunc
+@cython.locals(run=Run)
+def _new_run(place, mu: dict, base_mu, events: tuple, first, last, iterations: tuple,
+             partition: tuple) -> Run:
+    """A new live Run, made without calling the type (compiled, a call through the
+    type and its ``__init__`` parsing eight arguments cost as much as the rest)."""
+    run = Run.__new__(Run)
+    run._fill(place, mu, base_mu, events, first, last, iterations, partition, 0, False)
+    return run
 
 
 @cython.cclass
@@ -700,7 +717,8 @@ class Runtime:
             self._process_partition(part, time, group)
             self._settle(part)
         self.peak_runs = max(self.peak_runs, self.active_runs)
-        self.peak_keys = max(self.peak_keys, len(self.partitions))
+        if self._partition_by:
+            self.peak_keys = max(self.peak_keys, len(self.partitions))
 
     def finish(self) -> None:
         """End of input: pending trailing-negation matches are emitted."""
@@ -713,8 +731,8 @@ class Runtime:
 
     @property
     def live_keys(self) -> int:
-        """Partitions holding state now (one, or none, without PARTITION BY)."""
-        return len(self.partitions)
+        """PARTITION BY keys holding state now (none without PARTITION BY)."""
+        return len(self.partitions) if self._partition_by else 0
 
     # -- checkpoints ---------------------------------------------------------
 
@@ -1120,8 +1138,8 @@ class Runtime:
             self._emit_match(time, mu, events, iterations)
             if not step.continues:
                 return      # (a match no run goes on from makes no run)
-        new = Run(step.target_place, mu, base_mu, events, run.first if not is_root else time,
-                  time, iterations, partition)
+        new = _new_run(step.target_place, mu, base_mu, events, run.first if not is_root else time,
+                       time, iterations, partition)
         if step.accepting and step.final_guards:
             self._add_pending(part, new, step.final_guards)
         if step.continues:
@@ -1401,11 +1419,13 @@ class Runtime:
     @cython.locals(part=_Partition)
     def _settle(self, part: _Partition) -> None:
         """After a change to ``part`` (its batch, an expiry, an emission): drop it
-        when nothing in it can fire any more; compact its indexes when dead runs
-        outnumber the live ones; file it under its oldest run for expiry."""
+        when nothing in it can fire any more (but the one partition of a query
+        without PARTITION BY: dropped, it was made again for most batches);
+        compact its indexes when dead runs outnumber the live ones; file it under
+        its oldest run for expiry."""
         if part.dropped:
             return
-        if not part.runs:
+        if not part.runs and self._partition_by:
             part.dropped = True
             del self.partitions[part.key]
             if part.filed:
@@ -1947,15 +1967,19 @@ class Batcher:
         last = self.last_per_stream.get(stream)
         if last is not None and time.__class__ is int and time > last and time >= self.time \
                 and event.is_datetime is self.kind and self.idle_closed is None and stream in self.stream_set:
-            self.accept(event)
+            self._take(event, stream, time)
             return self.drain() if self.collector.out else []
         return None
 
-    @cython.ccall
     def accept(self, event: Event) -> None:
         """Take a checked event of a stream the query reads."""
-        time = event.time
-        self.last_per_stream[event.stream] = time
+        self._take(event, event.stream, event.time)
+
+    @cython.cfunc
+    def _take(self, event: Event, stream: str, time) -> None:
+        """``accept`` with the event's stream and time already read (an attribute of
+        an Event costs a generic lookup from compiled code)."""
+        self.last_per_stream[stream] = time
         self.events += 1
         self.triples += len(event.triples)
         if self.batch and time != self.time:
@@ -1980,12 +2004,13 @@ class Batcher:
         if self.batch:
             batch, self.batch = self.batch, []
             runtime = self.runtime
-            runtime.process_batch(batch[0].time, batch)
+            time = self.time        # (the batch's: a batch holds the events of one time)
+            runtime.process_batch(time, batch)
             # A trailing negation's match due at this very time comes out with the next
             # batch: hold this time's results back until then, so that the results of
             # one match time always come out together (a CONSTRUCT sink writes them
             # as one event).
-            self.hold = bool(runtime.pending_heap) and runtime.pending_heap[0][0] == batch[0].time
+            self.hold = bool(runtime.pending_heap) and runtime.pending_heap[0][0] == time
 
     def idle(self) -> None:
         """The input went quiet: process the batch being read now, and remember its
