@@ -416,13 +416,21 @@ def ordering_test(name: str, other: str | None, constant: tuple | None, kept: tu
                 return False
         return keep
 
-    @cython.locals(row=dict)
+    # Python compares a Decimal with an int by making a Decimal of the int each
+    # time, most of the test's cost: an integer constant is kept as a decimal too,
+    # for the decimal values (both orders are exact, so they are the same).
+    as_decimal = ("num", (DECIMAL, Decimal(constant[1][1]))) \
+        if constant[0] == "num" and constant[1][0] == INTEGER else None
+
+    @cython.locals(row=dict, value=tuple)
     def keep_constant(row) -> bool:
         a = row.get(name)
         if a is None:
             return False
+        value = _native_values.get(a)
         try:
-            return compare(_native_values.get(a), constant) in kept
+            return compare(value, as_decimal if as_decimal is not None and value[0] == "num"
+                           and value[1][0] == DECIMAL else constant) in kept
         except SparqlError:
             return False
     return keep_constant
