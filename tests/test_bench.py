@@ -111,6 +111,25 @@ def test_quick_bench_inline_every_strategy_without_matplotlib(monkeypatch, tmp_p
     assert "results check: 3/3" in captured.out
 
 
+def test_x_parse_of_spectra_pairs_each_run_with_a_parse_only_run(tmp_path, capsys):
+    """Each run of the spectra evaluator comes right after a parse-only run, made in
+    the same loop with an engine that does nothing; x parse is the median of the
+    pairs' ratios (the other evaluators' is against the workload's parse-only row)."""
+    out = tmp_path / "bench.json"
+    status = bench.run_bench(_args("--inline", "-w", "stock-v", "--events", "60", "--strategies", "next",
+                                   "--windows", "300", "--evaluators", "spectra,oxigraph", "--repeat", "3",
+                                   "--json", str(out), "-q"))
+    assert status == 0, capsys.readouterr().out
+    data = json.loads(out.read_text())
+    spectra, = [r for r in data["results"] if r["evaluator"] == "spectra"]
+    oxigraph, = [r for r in data["results"] if r["evaluator"] == "oxigraph"]
+    assert len(spectra["x_parse_pairs"]) == 3
+    assert spectra["x_parse"] == sorted(spectra["x_parse_pairs"])[1]
+    assert "x_parse_pairs" not in oxigraph and oxigraph["x_parse"] == data["parse"][0]["eps"] / oxigraph["eps"]
+    parse, = data["parse"]
+    assert parse["events"] == 60 and "matches" not in parse and "p50_us" not in parse
+
+
 def test_bench_fails_loudly_when_evaluators_disagree(monkeypatch, capsys):
     class Forgetful(OxigraphEvaluator):
         """Sees nothing in events at odd times."""
