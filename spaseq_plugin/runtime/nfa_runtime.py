@@ -124,9 +124,9 @@ in time linear in its size, so the work is amortised over the deaths.
 ``TUMBLING`` drops every partition at each boundary.  Without WITHIN a
 partition is still dropped once it holds nothing, but a waiting run never
 expires: the compiler warns, and ``live_keys`` / ``peak_keys`` count the
-partitions (PARTITION BY keys: none without PARTITION BY).  What is not per key: the evaluator's caches (bounded), and
-DISTINCT's memory of projected bindings (``results.Projector``), which
-semantics.md keeps for the query's lifetime.
+partitions (none without PARTITION BY).  What is not per key: the
+evaluator's caches (bounded), and DISTINCT's memory of projected bindings
+(``results.Projector``), which semantics.md keeps for the query's lifetime.
 
 Limits (``StateLimits``, docs/limits.md): a cap on active runs (runs and
 pending matches) per query and per partition, and a budget on the bytes
@@ -1419,8 +1419,8 @@ class Runtime:
     @cython.locals(part=_Partition)
     def _settle(self, part: _Partition) -> None:
         """After a change to ``part`` (its batch, an expiry, an emission): drop it
-        when nothing in it can fire any more (but the one partition of a query
-        without PARTITION BY: dropped, it was made again for most batches);
+        when nothing in it can fire any more, unless it is the one partition of a
+        query without PARTITION BY (dropped, it was made again for most batches);
         compact its indexes when dead runs outnumber the live ones; file it under
         its oldest run for expiry."""
         if part.dropped:
