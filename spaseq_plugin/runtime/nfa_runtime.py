@@ -320,10 +320,24 @@ class Match:
 
     def __init__(self, time: Time, mu: dict[str, Term], events: tuple[Event, ...],
                  iterations: tuple[tuple[int, tuple[Solution, ...]], ...]):
+        self._fill(time, mu, events, iterations)
+
+    @cython.cfunc
+    def _fill(self, time, mu, events, iterations) -> None:
         self.time = time
         self.mu = mu
         self.events = events
         self.iterations = iterations
+
+
+@cython.cfunc
+@cython.locals(match=Match)
+def _new_match(time, mu: dict, events: tuple, iterations: tuple) -> Match:
+    """A new Match, made without calling the type (see _new_run): skip-till-any
+    makes several an event."""
+    match = Match.__new__(Match)
+    match._fill(time, mu, events, iterations)
+    return match
 
 
 @cython.cclass
@@ -1728,7 +1742,7 @@ class Runtime:
 
     @cython.cfunc
     def _emit_match(self, time: Time, mu: dict, events: tuple, iterations: tuple) -> None:
-        match = Match(time, mu, events, iterations)
+        match = _new_match(time, mu, events, iterations)
         if self._batching:
             self._batch_matches.append(match)
         else:

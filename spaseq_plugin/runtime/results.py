@@ -50,6 +50,10 @@ class Result:
     def __init__(self, time: Time, is_datetime: bool, bindings: dict[str, Term] | None,
                  triples: list[ox.Triple] | None, events: tuple[Event, ...],
                  graph: ox.NamedNode | None = None, id: str | None = None):
+        self._fill(time, is_datetime, bindings, triples, events, graph, id)
+
+    @cython.cfunc
+    def _fill(self, time, is_datetime, bindings, triples, events, graph, id) -> None:
         self.time = time
         self.is_datetime = is_datetime
         self.bindings = bindings
@@ -61,6 +65,17 @@ class Result:
     def __repr__(self) -> str:
         return f"Result(time={self.time!r}, is_datetime={self.is_datetime!r}, bindings={self.bindings!r}, " \
                f"triples={self.triples!r}, events={self.events!r}, graph={self.graph!r}, id={self.id!r})"
+
+
+@cython.cfunc
+@cython.locals(result=Result)
+def _new_result(time, is_datetime, bindings, triples, events: tuple, graph) -> Result:
+    """A new Result, made without calling the type (compiled, the call through the
+    type and its ``__init__``'s argument parsing cost more than setting the fields;
+    skip-till-any makes several results an event)."""
+    result = Result.__new__(Result)
+    result._fill(time, is_datetime, bindings, triples, events, graph, None)
+    return result
 
 
 @cython.cclass
@@ -107,8 +122,8 @@ class Projector:
         if self.template is not None:
             number = next(self._count)
             triples = self._construct(match.mu, number)
-            return Result(match.time, is_dt, None, triples, match.events,
-                          ox.NamedNode(f"{_MATCH_GRAPH}{number}"))
+            return _new_result(match.time, is_dt, None, triples, match.events,
+                               ox.NamedNode(f"{_MATCH_GRAPH}{number}"))
         mu = match.mu
         if self._plain is not None:
             bindings: dict[str, Term] = {}
@@ -130,7 +145,7 @@ class Projector:
             if key in self.distinct_seen:
                 return None
             self.distinct_seen.add(key)
-        return Result(match.time, is_dt, bindings, None, match.events)
+        return _new_result(match.time, is_dt, bindings, None, match.events, None)
 
     def _values(self, var: str | None, match: Match) -> list[Term]:
         if var is None:                       # COUNT(*): one row per event of the match
