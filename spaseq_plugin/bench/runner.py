@@ -596,13 +596,10 @@ def measure(task: Task, measure_rss: bool = True) -> dict:
             measured = {k: measured[k] for k in _READING_METRICS}
         out.update(measured)
         out["rss_mb"], out["peak_rss_mb"] = rss.result()
-        if not reading and task.check_limit is not None and task.check_limit < task.limit:
-            prefix = run(task.check_limit, _WorkerProgress(label + " (check prefix)", False))
-            out["check"] = {"events": prefix["events"], "digest": prefix["digest"],
-                            "eps": prefix["eps"], "seconds": prefix["seconds"]}
-        elif not reading:
-            out["check"] = {"events": out["events"], "digest": out["digest"], "eps": out["eps"],
-                            "seconds": out["seconds"]}
+        if not reading:
+            checked = out if task.check_limit is None or task.check_limit >= task.limit else \
+                run(task.check_limit, _WorkerProgress(label + " (check prefix)", False))
+            out["check"] = {k: checked[k] for k in ("events", "digest", "eps", "seconds")}
         progress.done()
         return out
     out["rss_mb"], out["peak_rss_mb"] = rss.result()
