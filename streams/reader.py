@@ -293,7 +293,11 @@ class _TrigReader(EventReader):
             if tail > MAX_STATEMENT_BYTES:
                 # A line too long to keep: it, and the statement it is in, are rejected
                 # at once (a line may never end) and dropped as they come; reading
-                # goes on at the next line.
+                # goes on at the next line.  The complete lines before it are read
+                # first: the fast reading may be waiting on them for the '}' of a
+                # block they seem to open (a '{' in a string), which is not to come.
+                if splitter.start < splitter.end:
+                    self._read(final=True)
                 line, label, head = splitter.abandon()
                 graph = self.parser.graph_name(label) if label is not None else None
                 self._take([line_too_long(self.where, line, tail, head, graph)]
