@@ -598,16 +598,25 @@ def _next_block_brace(text: bytes, at: int) -> int:
 
 
 @cython.cfunc
-@cython.locals(start=cython.Py_ssize_t, end=cython.Py_ssize_t, i=cython.Py_ssize_t, count=cython.Py_ssize_t)
+@cython.locals(start=cython.Py_ssize_t, end=cython.Py_ssize_t, i=cython.Py_ssize_t, j=cython.Py_ssize_t,
+               stop=cython.Py_ssize_t, count=cython.Py_ssize_t, block=cython.uchar)
 def _newlines(text: bytes, start: int, end: int) -> int:
     """``text.count(b"\\n", start, end)`` for 0 <= start <= end <= len(text).  Compiled, a
     loop the C compiler vectorises: CPython's count goes a byte at a time (it checks
-    a limit at each match), and a piece of long lines is mostly bytes between them."""
+    a limit at each match), and a piece of long lines is mostly bytes between them.
+    The count goes by blocks of 255 bytes in a byte, 16 bytes an instruction or
+    two: counted in a machine word, each byte was widened to one first."""
     if cython.compiled:
         data = cython.declare(cython.p_uchar, text)
         count = 0
-        for i in range(start, end):
-            count += data[i] == 10
+        i = start
+        while i < end:
+            stop = i + 255 if end - i > 255 else end
+            block = 0
+            for j in range(i, stop):
+                block += data[j] == 10
+            count += block
+            i = stop
         return count
     return text.count(b"\n", start, end)
 
