@@ -94,6 +94,7 @@ class shadow:
     bint = bool
     Py_ssize_t = int
     longlong = int
+    uchar = int
     Py_UCS4 = str
     double = float
 

@@ -1631,6 +1631,9 @@ class _Piece:
     base: str | None = None
 
 
+_RELATIVE_IRI = "No scheme found"     # pyoxigraph's error on a relative IRI parsed without a base
+
+
 class _TrigParser:
     """Parses TriG statements one by one, and pieces of lines at once,
     remembering prefixes and base."""
@@ -1687,7 +1690,8 @@ class _TrigParser:
         stream.  An absolute IRI resolves to itself (tests/test_stream_files.py
         holds pyoxigraph to that), so a piece is parsed without the base first; a
         relative IRI then fails that parse, and the piece is parsed again with the
-        base, as are all later pieces of the text (``relative``)."""
+        base, as are all later pieces of the text (``relative``).  Another error is
+        the one the parse with the base would meet first, at the same place."""
         lines = _newlines(text, 0, len(text))
         data = self.header + text
         try:
@@ -1696,8 +1700,9 @@ class _TrigParser:
                 try:
                     parser = ox.parse(input=data, format=ox.RdfFormat.TRIG)
                     parsed = _group(parser)
-                except (SyntaxError, MemoryError):
-                    pass        # a relative IRI, or an error the parse with the base reports
+                except SyntaxError as error:
+                    if _RELATIVE_IRI not in str(error):
+                        raise
             if parsed is None:
                 parser = ox.parse(input=data, format=ox.RdfFormat.TRIG, base_iri=self.base)
                 parsed = _group(parser)

@@ -338,6 +338,16 @@ def test_an_absolute_iri_parses_the_same_with_a_base_as_without(scheme, parts):
     assert subjects(None) == subjects("file:///data/stream/file.trig")
 
 
+def test_only_a_relative_iri_makes_a_piece_parse_again_with_the_base():
+    # (pyoxigraph's message on a relative IRI tells the two apart: an error that is
+    # not one stands, without a second parse)
+    parser = reader._TrigParser("s.trig", "file:///data/")
+    assert parser.piece(b"<http://a> <http://b> .\n").error_line == 1
+    assert not parser.relative
+    assert parser.piece(b"<a> <http://b> <c> .\n").error_line is None
+    assert parser.relative
+
+
 def test_relative_iris_after_pieces_without_them_resolve_against_the_file(tmp_path, monkeypatch):
     monkeypatch.setattr(files, "_CHUNK_BYTES", 1024)
     absolute = "".join(f'<{EX}e{i}> <http://www.w3.org/ns/prov#generatedAtTime> {i} .\n'
