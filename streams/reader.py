@@ -69,7 +69,8 @@ the assembler (``_Assembler``) its quads and its line.
 The **fast** reading gives exactly the same result for most of the text at
 a fraction of the cost.  While the splitter is *idle* (nothing pending, at a
 line start), the complete lines up to about ``FAST_BYTES`` are parsed in
-one pyoxigraph call, with the same prefixes and base.  That parse either
+one pyoxigraph call, with the same prefixes and base (the base only once the
+text shows a relative IRI: ``_TrigParser.piece``).  That parse either
 succeeds, and then the lines hold whole statements (a statement cut at a
 line end does not parse: it lacks its final '.' or '}', or a long string is
 left open), or it fails, and then the lines before the failing one are
@@ -100,7 +101,7 @@ A regular piece is taken at once: the events it completes are built
 directly, with the lines of 1.  Anything else is read carefully, so
 rejections always come from the careful reading, with its positions.  On
 the peers' stock stream (100k events of 2 triples and a timestamp) the
-reading costs about twice the instructions of pyoxigraph's bare parse of
+reading costs about 1.6 times the instructions of pyoxigraph's bare parse of
 the same bytes (``spaseq bench --read FILE``; docs/bench.md has the figures):
 what is left is building the Python objects of the events, their triples
 and their timestamps.  A piece holds at most ``FAST_BYTES``; stream files
