@@ -1704,10 +1704,10 @@ class _TrigParser:
                 except SyntaxError as error:
                     if _RELATIVE_IRI not in str(error):
                         raise
+                    self.relative = True
             if parsed is None:
                 parser = ox.parse(input=data, format=ox.RdfFormat.TRIG, base_iri=self.base)
                 parsed = _group(parser)
-                self.relative = self.base is not None
         except SyntaxError as error:
             return _Piece(lines, error_line=max(1, (error.lineno or 1) - self.header_lines))
         except MemoryError:
