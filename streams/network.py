@@ -103,6 +103,7 @@ _POLL = 0.2                     # how often blocked threads look at the stop fla
 _SNIFF_LIMIT = 1 << 16          # undecided after this many bytes: TriG
 _QUEUE_SIZE = 10_000            # items a producer may run ahead of the engine
 _QUIET_AFTER = 0.2              # an input silent this long holds the others back no more
+_DRAIN_SECONDS = 10 * _POLL     # how long a cut input's producer may take to hand over the rest
 
 # The run's defaults for live sources, set by the spaseq_configure hook.
 _RUN_DEFAULTS: dict[str, object] = {}
@@ -270,6 +271,9 @@ class TextReader:
     wait for more bytes: the event being read is then judged complete if
     it has its timestamp (a later block of its graph will be rejected).
     ``order``: an ``OrderCheck`` for the text's events (None: none here).
+    ``cut``, asked when the chunks end: why the text was cut short (its
+    source stopped reading it), or None; a statement begun and not complete
+    is then one rejection (``truncated``) instead of a syntax error.
     """
 
     def __init__(self, where: str, stream: str, rdf_format: ox.RdfFormat | None = None,
@@ -282,7 +286,8 @@ class TextReader:
         self._reader: EventReader | None = None
         self._emit: Callable[[Event | EventError], None] | None = None
 
-    def run(self, chunks: Iterable[bytes], emit: Callable[[Event | EventError], None]) -> None:
+    def run(self, chunks: Iterable[bytes], emit: Callable[[Event | EventError], None],
+            cut: Callable[[], str | None] | None = None) -> None:
         chunks = iter(chunks)
         self._emit = emit
         rdf_format, head = self.rdf_format, b""
@@ -299,7 +304,8 @@ class TextReader:
         for chunk in itertools.chain([head], chunks):
             for item in reader.feed(chunk):
                 emit(item)
-        for item in reader.finish():
+        truncated = cut() if cut is not None else None
+        for item in reader.finish(truncated if truncated is not None and reader.pending() else None):
             emit(item)
         self._reader = None
 
@@ -392,6 +398,11 @@ class LiveSource(Reconnecting):
     without input, or when :meth:`close` is called.  Counters: ``events``,
     ``rejected``, ``reconnects`` (successful reconnections), ``failures``
     (connections lost or attempts failed).
+
+    An idle timeout *cuts* the input (``cut`` says why): the producer stops
+    reading, an event that a sender began and did not finish becomes a
+    ``truncated`` rejection, and the iteration passes on what the producer
+    still emits, for at most ``_DRAIN_SECONDS``, before it ends.
     """
 
     def __init__(self, name: str, stream: str, options: LiveOptions):
@@ -402,6 +413,13 @@ class LiveSource(Reconnecting):
         self._queue: queue.Queue = queue.Queue(maxsize=_QUEUE_SIZE)
         self._thread: threading.Thread | None = None
         self._items: Iterator | None = None
+        self.cut: str | None = None
+
+    @property
+    def stopping(self) -> bool:
+        """Whether the producer should stop reading: stopped, or cut (it then still
+        emits what the cut makes of the text it holds)."""
+        return self._stop.is_set() or self.cut is not None
 
     # -- the consumer side ------------------------------------------------
 
@@ -491,6 +509,8 @@ class LiveSource(Reconnecting):
                     yield "idle", None, None
                 elif idle is not None and now - last >= idle:
                     self._end(f"no input for {idle:g} s (idle_timeout): ending")
+                    self.cut = f"no input for {idle:g} s (idle_timeout)"
+                    yield from self._drained()
                     return
                 else:
                     yield "poll", None, None
@@ -503,6 +523,19 @@ class LiveSource(Reconnecting):
             if kind == "item":
                 last = time.monotonic()
                 flushed = False
+            yield message
+
+    def _drained(self) -> Iterator[tuple[str, object, object]]:
+        """After a cut: the producer's messages until it ends (it sees the cut
+        within _POLL), for at most _DRAIN_SECONDS (a read blocked for good)."""
+        deadline = time.monotonic() + _DRAIN_SECONDS
+        while (wait := deadline - time.monotonic()) > 0:
+            try:
+                message = self._queue.get(timeout=wait)
+            except queue.Empty:
+                return
+            if message[0] in ("end", "error"):      # (an error now changes nothing)
+                return
             yield message
 
     # -- the producer side --------------------------------------------------
@@ -590,7 +623,7 @@ class StdinSource(LiveSource):
                     return
                 yield data
 
-        reader.run(chunks(), self.emit)
+        reader.run(chunks(), self.emit, lambda: self.cut)
 
     def _closing(self) -> None:
         thread = self._thread
@@ -694,8 +727,8 @@ class TcpSource(LiveSource):
                                       name=f"spaseq {self.name}#{number}", daemon=True)
             readers.append(thread)
             thread.start()
-        for thread in readers:
-            while thread.is_alive() and not self.stopping:
+        for thread in readers:          # (after a cut too: they emit what it makes of their text)
+            while thread.is_alive() and not self._stop.is_set():
                 thread.join(_POLL)
         if not self.stopping:
             self._end(f"{self.connection_count} connection(s) read (connections): ending")
@@ -743,7 +776,7 @@ class TcpSource(LiveSource):
 
         try:
             sock.settimeout(None)
-            reader.run(chunks(), lambda item: self.emit(item, number))
+            reader.run(chunks(), lambda item: self.emit(item, number), lambda: self.cut)
         finally:
             with self._lock:
                 self._sockets.discard(sock)

@@ -254,6 +254,11 @@ class EventReader:
         is one rejection (``truncated``)."""
         raise NotImplementedError
 
+    def pending(self) -> bool:
+        """Whether the text so far ends in a statement not complete yet (more than
+        blanks and comments after the last one read): what a cut would lose."""
+        raise NotImplementedError
+
     def _read(self, final: bool = False) -> None:
         """Read what the text added so far holds; ``final``: no more text comes for now
         (a pause or the end), so nothing may wait for it."""
@@ -335,6 +340,11 @@ class _TrigReader(EventReader):
                        + ([_Unit(line, [], graph, rejected=True)] if graph is not None else []))
         self.assembler.finish()
         return self._out()
+
+    def pending(self) -> bool:
+        splitter = self.splitter
+        return self.skipping or splitter.dropped is not None or \
+            _SPACE.match(splitter.buf, splitter.start).end() < len(splitter.buf)
 
     def _take(self, units) -> None:
         take = self.assembler.take
@@ -446,6 +456,9 @@ class _NQuadsReader(EventReader):
                                            f"{self.where}:{self.line}", reason="truncated"))
         self.assembler.finish()
         return self._out()
+
+    def pending(self) -> bool:
+        return self.skipping or _SPACE.match(self.buf).end() < len(self.buf)
 
     def _read(self, final: bool = False) -> None:
         buf, end = self.buf, self.end

@@ -291,6 +291,60 @@ def test_tcp_idle_timeout_ends_a_silent_stream():
         server.stop()
 
 
+@pytest.mark.parametrize("fmt, half", [
+    ("trig", f'<{EX}e2> <{PROV}> "2"^^<{INT}> .\n<{EX}e2> {{ <{EX}x2> <{EX}kind> "a" .\n'),
+    ("nq", f'<{EX}e2> <{PROV}> "2"^^<{INT}> .\n<{EX}x2> <{EX}kind> "a" <{EX}e'),
+])
+def test_an_idle_timeout_rejects_the_event_a_sender_left_half_sent(fmt, half):
+    """It was dropped without a word: the reader held the text when the source
+    stopped reading, and nothing was said of it."""
+    first = trig(1) if fmt == "trig" else nquads(1)
+    server = EventServer(greeting=(first + half).encode()).start()
+    try:
+        source = open_tcp(f"//127.0.0.1:{server.port}?idle_timeout=0.5", S, report=lambda m: None)
+        started = time.monotonic()
+        items = list(source)
+        assert time.monotonic() - started < 5
+    finally:
+        server.stop()
+    assert times(items) == [1, "error"]
+    assert items[1].reason == "truncated"
+    assert items[1].message == "no input for 0.5 s (idle_timeout): the text from line 4 on is lost"
+    assert items[1].position == f"{source.name}#1:4"
+    assert (source.events, source.rejected) == (1, 1)
+    assert source.ended_because == "no input for 0.5 s (idle_timeout): ending"
+
+
+def test_an_idle_timeout_after_whole_events_rejects_nothing():
+    server = EventServer(greeting=(trig(1) + "# the sender pauses here\n\n# ").encode()).start()
+    try:
+        source = open_tcp(f"//127.0.0.1:{server.port}?idle_timeout=0.3", S, report=lambda m: None)
+        assert times(list(source)) == [1]
+        assert source.rejected == 0
+    finally:
+        server.stop()
+
+
+def test_an_idle_timeout_rejects_half_sent_events_of_each_listened_connection():
+    source = open_tcp("//127.0.0.1:0?listen=1&idle_timeout=0.5", S, report=lambda m: None)
+    collected = Collector(source)
+    producers = []
+    for text in (trig(1) + trig(2)[:40], nquads(3) + nquads(4)[:-8]):
+        producer = socket.create_connection(("127.0.0.1", source.port), timeout=5)
+        producer.sendall(text.encode())
+        producers.append(producer)
+    try:
+        collected.join()
+    finally:
+        for producer in producers:
+            producer.close()
+    assert collected.error is None
+    errors = [item for item in collected.items if not isinstance(item, Event)]
+    assert sorted(e.time for e in collected.events) == [1, 3]
+    assert sorted((e.position, e.reason) for e in errors) == [
+        (f"{source.name}#1:3", "truncated"), (f"{source.name}#2:4", "truncated")]
+
+
 def test_tcp_retries_0_ends_when_the_server_hangs_up_and_rejects_bad_input():
     greeting = (trig(1) + "<http://example/e2> { <http://example/x2> :nope . }\n" + trig(3, "b")
                 + trig(3, "b", name="again")).encode()
