@@ -256,7 +256,8 @@ class EventReader:
 
     def pending(self) -> bool:
         """Whether the text so far ends in a statement not complete yet (more than
-        blanks and comments after the last one read): what a cut would lose."""
+        blanks and comments after the last one read): what a cut would lose.  Not
+        a statement being dropped for a line too long: it is rejected already."""
         raise NotImplementedError
 
     def _read(self, final: bool = False) -> None:
@@ -343,7 +344,7 @@ class _TrigReader(EventReader):
 
     def pending(self) -> bool:
         splitter = self.splitter
-        return self.skipping or splitter.dropped is not None or \
+        return not self.skipping and splitter.dropped is None and \
             _SPACE.match(splitter.buf, splitter.start).end() < len(splitter.buf)
 
     def _take(self, units) -> None:
@@ -458,7 +459,7 @@ class _NQuadsReader(EventReader):
         return self._out()
 
     def pending(self) -> bool:
-        return self.skipping or _SPACE.match(self.buf).end() < len(self.buf)
+        return not self.skipping and _SPACE.match(self.buf).end() < len(self.buf)
 
     def _read(self, final: bool = False) -> None:
         buf, end = self.buf, self.end

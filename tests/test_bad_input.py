@@ -167,6 +167,29 @@ def test_a_line_is_rejected_when_it_passes_the_limit_not_when_it_ends(monkeypatc
     assert [(item.time, item.position) for item in rest] == [(4, "s:3")]
 
 
+@pytest.mark.parametrize("fmt", ["trig", "nq"])
+def test_only_a_statement_begun_and_not_rejected_is_pending(monkeypatch, fmt):
+    """What a live source's cut (an idle timeout) turns into a ``truncated``
+    rejection: not blanks or comments, not a line too long (rejected already)."""
+    monkeypatch.setattr(reader, "MAX_STATEMENT_BYTES", 4096)
+    read = reader.event_reader("s", S, ox.RdfFormat.TRIG if fmt == "trig" else ox.RdfFormat.N_QUADS)
+    out = read.feed(EVENT[fmt](1).encode())
+    assert not read.pending()
+    out += read.feed(b"  # a comment, then blanks\n\n \t# ")
+    assert not read.pending()
+    out += read.feed(b"\n<http://example.org/x2")
+    assert read.pending()
+    out += read.feed(b"\0" * 5000)
+    assert not read.pending()
+    out += read.feed(b"\0" * 100 + b"\n")
+    assert not read.pending()
+    out += read.feed(EVENT[fmt](2).encode()[:60])
+    assert read.pending()
+    out += read.finish("no input for 1 s (idle_timeout)")
+    assert [(type(item).__name__, getattr(item, "reason", None), item.position) for item in out] == [
+        ("Event", None, "s:2"), ("EventError", "too-large", "s:6"), ("EventError", "truncated", "s:7")]
+
+
 def test_spaseq_run_shows_the_rejection_of_an_endless_line_at_once(tmp_path):
     # stdin sends an event, then bytes without a newline; the rejection is on stderr
     # while they still come.
