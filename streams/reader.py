@@ -333,11 +333,13 @@ class _TrigReader(EventReader):
                 self._take(self.parser.parse(item))
         else:
             self._read(final=True)
-            line, label, _ = splitter.abandon()
+            length = len(splitter.buf) - _SPACE.match(splitter.buf, splitter.start).end()
+            line, label, head = splitter.abandon()
             graph = self.parser.graph_name(label) if label is not None else None
             self._take([EventError(f"{truncated}: the text from line {line} on is lost",
                                    f"{self.where}:{line}", reason="truncated",
-                                   graph=None if graph is None else str(graph))]
+                                   graph=None if graph is None else str(graph),
+                                   **(_text_of(head) | {"text_length": max(length, len(head))} if head else {}))]
                        + ([_Unit(line, [], graph, rejected=True)] if graph is not None else []))
         self.assembler.finish()
         return self._out()
@@ -452,9 +454,11 @@ class _NQuadsReader(EventReader):
             self.feed(b"\n")
         else:
             self._read()
+            lost = bytes(self.buf)
             self.buf.clear()
             self.assembler.take(EventError(f"{truncated}: the text from line {self.line} on is lost",
-                                           f"{self.where}:{self.line}", reason="truncated"))
+                                           f"{self.where}:{self.line}", reason="truncated",
+                                           **(_text_of(lost) if lost.strip() else {})))
         self.assembler.finish()
         return self._out()
 

@@ -188,6 +188,7 @@ def test_only_a_statement_begun_and_not_rejected_is_pending(monkeypatch, fmt):
     out += read.finish("no input for 1 s (idle_timeout)")
     assert [(type(item).__name__, getattr(item, "reason", None), item.position) for item in out] == [
         ("Event", None, "s:2"), ("EventError", "too-large", "s:6"), ("EventError", "truncated", "s:7")]
+    assert (out[2].text, out[2].text_length) == (EVENT[fmt](2)[:60], 60)     # (for the dead-letter file)
 
 
 def test_spaseq_run_shows_the_rejection_of_an_endless_line_at_once(tmp_path):

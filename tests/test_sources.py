@@ -311,6 +311,7 @@ def test_an_idle_timeout_rejects_the_event_a_sender_left_half_sent(fmt, half):
     assert items[1].reason == "truncated"
     assert items[1].message == "no input for 0.5 s (idle_timeout): the text from line 4 on is lost"
     assert items[1].position == f"{source.name}#1:4"
+    assert items[1].text == half.splitlines(keepends=True)[1]   # (for the dead-letter file: to send it again)
     assert (source.events, source.rejected) == (1, 1)
     assert source.ended_because == "no input for 0.5 s (idle_timeout): ending"
 
