@@ -305,7 +305,7 @@ class _TrigReader(EventReader):
                 # block they seem to open (a '{' in a string), which is not to come.
                 if splitter.start < splitter.end:
                     self._read(final=True)
-                line, label, head = splitter.abandon()
+                line, label, head, _ = splitter.abandon()
                 graph = self.parser.graph_name(label) if label is not None else None
                 self._take([line_too_long(self.where, line, tail, head, graph)]
                            + ([_Unit(line, [], graph, rejected=True)] if graph is not None else []))
@@ -333,13 +333,13 @@ class _TrigReader(EventReader):
                 self._take(self.parser.parse(item))
         else:
             self._read(final=True)
-            length = len(splitter.buf) - _SPACE.match(splitter.buf, splitter.start).end()
-            line, label, head = splitter.abandon()
+            lost = self.pending()
+            line, label, head, length = splitter.abandon()
             graph = self.parser.graph_name(label) if label is not None else None
             self._take([EventError(f"{truncated}: the text from line {line} on is lost",
                                    f"{self.where}:{line}", reason="truncated",
                                    graph=None if graph is None else str(graph),
-                                   **(_text_of(head) | {"text_length": max(length, len(head))} if head else {}))]
+                                   **(_text_of(head, length) if lost else {}))]
                        + ([_Unit(line, [], graph, rejected=True)] if graph is not None else []))
         self.assembler.finish()
         return self._out()
@@ -454,11 +454,10 @@ class _NQuadsReader(EventReader):
             self.feed(b"\n")
         else:
             self._read()
-            lost = bytes(self.buf)
+            lost = _text_of(bytes(self.buf[:TEXT_LIMIT]), len(self.buf)) if self.pending() else {}
             self.buf.clear()
             self.assembler.take(EventError(f"{truncated}: the text from line {self.line} on is lost",
-                                           f"{self.where}:{self.line}", reason="truncated",
-                                           **(_text_of(lost) if lost.strip() else {})))
+                                           f"{self.where}:{self.line}", reason="truncated", **lost))
         self.assembler.finish()
         return self._out()
 
@@ -756,13 +755,14 @@ def line_too_long(where: str, line: int, length: int, head: bytes, graph=None) -
     newline): the rest of the line, and of the statement it is in, is then dropped."""
     return EventError(f"a line passed the limit of {MAX_STATEMENT_BYTES:,} bytes: its statement is skipped "
                       "to the end of the line", f"{where}:{line}", reason="too-large",
-                      graph=None if graph is None else str(graph), text=head[:TEXT_LIMIT].decode("utf-8", "replace"),
-                      text_length=length)
+                      graph=None if graph is None else str(graph), **_text_of(head, length))
 
 
-def _text_of(text: bytes) -> dict:
-    """A rejected statement's text for its ``EventError``: cut at ``TEXT_LIMIT``."""
-    return {"text": text[:TEXT_LIMIT].decode("utf-8", "replace"), "text_length": len(text)}
+def _text_of(text: bytes, length: int | None = None) -> dict:
+    """A rejected statement's text for its ``EventError``: cut at ``TEXT_LIMIT``;
+    ``length``: its full length, when ``text`` is only its start."""
+    return {"text": text[:TEXT_LIMIT].decode("utf-8", "replace"),
+            "text_length": len(text) if length is None else length}
 
 
 def event_text(event: Event) -> str:
@@ -1555,18 +1555,20 @@ class _TrigSplitter:
         string, a missing '.' (None if only space is left)."""
         return self._cut(len(self.buf), unclosed=self.depth == 1 and self.long_quote is None)
 
-    def abandon(self) -> tuple[int, bytes | None, bytes]:
+    def abandon(self) -> tuple[int, bytes | None, bytes, int]:
         """Forget the statement being read and the rest of the text (cut short,
         or a line too long): the statement's first line (or the line where
-        the text is cut), its graph block's label if it is one, and its
-        first ``TEXT_LIMIT`` bytes.  The splitter then waits at the line
-        after the last complete one."""
+        the text is cut), its graph block's label if it is one, its first
+        ``TEXT_LIMIT`` bytes and the length of what the splitter holds of it.
+        The splitter then waits at the line after the last complete one."""
         buf = self.buf
         if self.dropped is not None:
             line, head = self.dropped.line, self.dropped.text
             label = head[:self.dropped.brace] if self.dropped.brace is not None else None
+            length = len(head)
         else:
             first = _SPACE.match(buf, self.start).end()
+            length = len(buf) - first
             line = self.line_no + buf.count(b"\n", self.line_at, first)
             head = bytes(buf[first:first + TEXT_LIMIT])
             if self.depth == 1 and self.brace is not None:
@@ -1575,7 +1577,7 @@ class _TrigSplitter:
                 block = _BLOCK_START.match(head)
                 label = block.group(1) if block else None
         self.restart(self.line_no + buf.count(b"\n", self.line_at, self.end))
-        return line, label, head
+        return line, label, head, length
 
     def skip(self, to: int, lines: int) -> None:
         """The ``lines`` lines up to ``to`` were read by other means (the
