@@ -36,7 +36,8 @@ class KbStore:
 class StreamSource:
     """An event source: ``open(location, stream_iri)`` -> iterator of Event | EventError.
 
-    ``--stream ALIAS=SCHEME:LOCATION`` picks it by scheme.
+    ``--stream ALIAS=SCHEME:LOCATION`` picks it by scheme.  A live source's iterator
+    may have ``stop_reading(reason)``: a graceful stop calls it (docs/plugins.md).
     """
     scheme: str
     open: Callable

@@ -399,10 +399,11 @@ class LiveSource(Reconnecting):
     ``rejected``, ``reconnects`` (successful reconnections), ``failures``
     (connections lost or attempts failed).
 
-    An idle timeout *cuts* the input (``cut`` says why): the producer stops
-    reading, an event that a sender began and did not finish becomes a
-    ``truncated`` rejection, and the iteration passes on what the producer
-    still emits, for at most ``_DRAIN_SECONDS``, before it ends.
+    An idle timeout or :meth:`stop_reading` *cuts* the input (``cut`` says
+    why): the producer stops reading, an event that a sender began and did
+    not finish becomes a ``truncated`` rejection, and the iteration passes
+    on everything queued, then what the producer still emits for at most
+    ``_DRAIN_SECONDS``, before it ends: what was received is not lost.
     """
 
     def __init__(self, name: str, stream: str, options: LiveOptions):
@@ -437,6 +438,13 @@ class LiveSource(Reconnecting):
             self._thread = threading.Thread(target=self._run_producer, name=f"spaseq {self.name}",
                                             daemon=True)
             self._thread.start()
+
+    def stop_reading(self, reason: str) -> None:
+        """Cut the input now, as an idle timeout does (``reason``, e.g. "the run was
+        stopped (SIGTERM)", heads the rejection of an event left half-sent); the
+        iteration ends once it has passed on what was received."""
+        if self.cut is None:
+            self.cut = reason
 
     def close(self) -> None:
         """Stop reading (the producer thread ends within a fraction of a second)."""
@@ -497,6 +505,9 @@ class LiveSource(Reconnecting):
         last = time.monotonic()
         flushed = True
         while True:
+            if self.cut is not None:                # stop_reading (seen within _POLL)
+                yield from self._drained()
+                return
             wait = _POLL if idle is None else max(0.0, min(_POLL, last + idle - time.monotonic()))
             if flush is not None and not flushed:
                 wait = max(0.0, min(wait, last + flush - time.monotonic()))
@@ -526,10 +537,21 @@ class LiveSource(Reconnecting):
             yield message
 
     def _drained(self) -> Iterator[tuple[str, object, object]]:
-        """After a cut: the producer's messages until it ends (it sees the cut
-        within _POLL), for at most _DRAIN_SECONDS (a read blocked for good)."""
-        deadline = time.monotonic() + _DRAIN_SECONDS
-        while (wait := deadline - time.monotonic()) > 0:
+        """After a cut: the messages queued, however long the engine takes over
+        them, then the producer's until it ends (it sees the cut within _POLL), for
+        at most _DRAIN_SECONDS more (a read blocked for good)."""
+        deadline = None
+        backlog = self._queue.qsize()
+        while True:
+            if backlog > 0:
+                backlog -= 1
+                wait = None
+            else:
+                if deadline is None:
+                    deadline = time.monotonic() + _DRAIN_SECONDS
+                wait = deadline - time.monotonic()
+                if wait <= 0:
+                    return
             try:
                 message = self._queue.get(timeout=wait)
             except queue.Empty:

@@ -225,7 +225,7 @@ def reorder(items: Iterable[Event | EventError], lateness: Time | float | str, *
 
 def merge_arrival(sources: list[Iterable[Event | EventError]], *, buffer: int = 1000,
                   poll: float = 0.2, idle_flush: float | None = None,
-                  order: ReorderBuffer | None = None) -> Iterator[Event | EventError]:
+                  order: ReorderBuffer | None = None) -> ArrivalMerge:
     """The items of several sources as they arrive (a thread each).
 
     Without ``order``, in arrival order.  With ``order`` (a
@@ -238,86 +238,131 @@ def merge_arrival(sources: list[Iterable[Event | EventError]], *, buffer: int = 
 
     Ends when every source has ended; an exception in a source is raised
     here.  Closing the iterator stops the threads (they end at their next
-    item; live sources are closed at once).
+    item; live sources are closed at once).  :meth:`ArrivalMerge.stop_reading`
+    ends it without losing what was read (a graceful stop).
     """
-    if len(sources) == 1:
-        if order is None:
-            yield from sources[0]
-        else:
-            order.open_channel(0)
-            for item in sources[0]:
-                yield from order.push(item, 0) if isinstance(item, Event) else order.push(item)
-            yield from order.flush()
-        return
-    channel: queue.Queue = queue.Queue(maxsize=buffer)
-    stop = threading.Event()
+    return ArrivalMerge(sources, buffer=buffer, poll=poll, idle_flush=idle_flush, order=order)
 
-    def put(message) -> bool:
-        while not stop.is_set():
-            try:
-                channel.put(message, timeout=poll)
-                return True
-            except queue.Full:
-                continue
-        return False
 
-    def pump(index: int, source) -> None:
-        try:
+class ArrivalMerge:
+    """The iterator :func:`merge_arrival` returns."""
+
+    def __init__(self, sources: list[Iterable[Event | EventError]], *, buffer: int, poll: float,
+                 idle_flush: float | None, order: ReorderBuffer | None):
+        self.sources = sources
+        self.reading_stopped = False
+        self._items = self._merged(buffer, poll, idle_flush, order)
+
+    def __iter__(self) -> ArrivalMerge:
+        return self
+
+    def __next__(self) -> Event | EventError:
+        return next(self._items)
+
+    def close(self) -> None:
+        self._items.close()
+
+    def stop_reading(self, reason: str) -> None:
+        """Stop reading, losing nothing read: a source that can stop so
+        (``stop_reading(reason)``: live sources) passes on what it received,
+        any other ends after the item it is on; the merge then passes on what
+        it holds and ends."""
+        self.reading_stopped = True     # (a flag: this runs in a signal handler)
+        for source in self.sources:
+            stop = getattr(source, "stop_reading", None)
+            if stop is not None:
+                stop(reason)
+
+    def _merged(self, buffer: int, poll: float, idle_flush: float | None,
+                order: ReorderBuffer | None) -> Iterator[Event | EventError]:
+        sources = self.sources
+        if len(sources) == 1:
+            source = sources[0]
+            stops_itself = hasattr(source, "stop_reading")
+            if order is not None:
+                order.open_channel(0)
             for item in source:
-                if not put(("item", item, index)):
-                    return
-        except BaseException as error:      # handed to the consumer
-            put(("error", error, index))
-        finally:
-            put(("done", None, index))
-
-    threads = [threading.Thread(target=pump, args=(index, source), daemon=True, name="spaseq merge")
-               for index, source in enumerate(sources)]
-    if order is not None:
-        for index in range(len(sources)):
-            order.open_channel(index)
-    for thread in threads:
-        thread.start()
-    try:
-        running = len(threads)
-        last, flushed = time.monotonic(), True
-        while running:
-            wait = poll
-            if idle_flush is not None and not flushed:
-                wait = max(0.0, min(poll, last + idle_flush - time.monotonic()))
-            try:
-                kind, value, index = channel.get(timeout=wait)
-            except queue.Empty:
-                if idle_flush is not None and not flushed and time.monotonic() - last >= idle_flush:
-                    flushed = True
-                    if order is not None:
-                        yield from order.idle()
-                    yield IDLE
-                elif order is not None:
-                    yield from order.release_quiet()
-                continue
-            if kind == "item":
-                if value is IDLE:
-                    continue
-                last, flushed = time.monotonic(), False
                 if order is None:
-                    yield value
+                    yield item
                 else:
-                    yield from order.push(value, index if isinstance(value, Event) else None)
-            elif kind == "done":
-                running -= 1
-                if order is not None:
-                    yield from order.close_channel(index)
-            else:
-                raise value
-        if order is not None:
-            yield from order.flush()
-    finally:
-        stop.set()
-        for source in sources:
-            close = getattr(source, "close", None)
-            if close is not None and not isinstance(source, types.GeneratorType):
+                    yield from order.push(item, 0) if isinstance(item, Event) else order.push(item)
+                if self.reading_stopped and not stops_itself:
+                    break
+            if order is not None:
+                yield from order.flush()
+            return
+        channel: queue.Queue = queue.Queue(maxsize=buffer)
+        stop = threading.Event()
+
+        def put(message) -> bool:
+            while not stop.is_set():
                 try:
-                    close()
-                except Exception:       # noqa: BLE001 - closing anyway
-                    pass
+                    channel.put(message, timeout=poll)
+                    return True
+                except queue.Full:
+                    continue
+            return False
+
+        def pump(index: int, source) -> None:
+            stops_itself = hasattr(source, "stop_reading")
+            try:
+                for item in source:
+                    if not put(("item", item, index)):
+                        return
+                    if self.reading_stopped and not stops_itself:
+                        return
+            except BaseException as error:      # handed to the consumer
+                put(("error", error, index))
+            finally:
+                put(("done", None, index))
+
+        threads = [threading.Thread(target=pump, args=(index, source), daemon=True, name="spaseq merge")
+                   for index, source in enumerate(sources)]
+        if order is not None:
+            for index in range(len(sources)):
+                order.open_channel(index)
+        for thread in threads:
+            thread.start()
+        try:
+            running = len(threads)
+            last, flushed = time.monotonic(), True
+            while running:
+                wait = poll
+                if idle_flush is not None and not flushed:
+                    wait = max(0.0, min(poll, last + idle_flush - time.monotonic()))
+                try:
+                    kind, value, index = channel.get(timeout=wait)
+                except queue.Empty:
+                    if idle_flush is not None and not flushed and time.monotonic() - last >= idle_flush:
+                        flushed = True
+                        if order is not None:
+                            yield from order.idle()
+                        yield IDLE
+                    elif order is not None:
+                        yield from order.release_quiet()
+                    continue
+                if kind == "item":
+                    if value is IDLE:
+                        continue
+                    last, flushed = time.monotonic(), False
+                    if order is None:
+                        yield value
+                    else:
+                        yield from order.push(value, index if isinstance(value, Event) else None)
+                elif kind == "done":
+                    running -= 1
+                    if order is not None:
+                        yield from order.close_channel(index)
+                else:
+                    raise value
+            if order is not None:
+                yield from order.flush()
+        finally:
+            stop.set()
+            for source in sources:
+                close = getattr(source, "close", None)
+                if close is not None and not isinstance(source, types.GeneratorType):
+                    try:
+                        close()
+                    except Exception:       # noqa: BLE001 - closing anyway
+                        pass

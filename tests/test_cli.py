@@ -236,21 +236,26 @@ def test_explain_draws_an_svg(files):
     assert "A ;" in svg and "B ;" in svg
 
 
-def _live_run(folder, **popen):
-    """``spaseq run`` of the select query on standard input, given the events of times
-    1 to 4 and waiting for more, once its output file holds their result."""
+def _started_run(folder, text: str, awaited: str, *args: str, **popen):
+    """``spaseq run`` of the select query on standard input into out.jsonl, given
+    ``text`` and waiting for more, once its output file holds ``awaited``."""
     (folder / "select.rq").write_text(QUERY.format(head="SELECT ?a ?b"))
-    process = subprocess.Popen(SPASEQ + ["run", "select.rq", "--stream", "S=-", "-o", "out.jsonl"], cwd=folder,
-                               stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
-    process.stdin.write(STREAM.replace(" ; :oops", "") + ':e4 prov:generatedAtTime "2020-01-01T00:00:04Z"^^xsd:dateTime .\n'
-                        ':e4 { :c1 :kind "c" . }\n')
+    process = subprocess.Popen(SPASEQ + ["run", "select.rq", "--stream", "S=-", "-o", "out.jsonl", *args],
+                               cwd=folder, stdin=subprocess.PIPE, stderr=subprocess.PIPE, text=True, **popen)
+    process.stdin.write(text)
     process.stdin.flush()
     deadline = time.monotonic() + 60
     out = folder / "out.jsonl"
-    while time.monotonic() < deadline and not (out.exists() and "b1" in out.read_text()):
+    while time.monotonic() < deadline and not (out.exists() and awaited in out.read_text()):
         time.sleep(0.02)
-    assert process.poll() is None and "b1" in out.read_text()
+    assert process.poll() is None and awaited in out.read_text()
     return process
+
+
+def _live_run(folder, **popen):
+    """The events of times 1 to 4, once their result (a1 b1) is out."""
+    return _started_run(folder, STREAM.replace(" ; :oops", "") + ':e4 prov:generatedAtTime '
+                        '"2020-01-01T00:00:04Z"^^xsd:dateTime .\n:e4 { :c1 :kind "c" . }\n', "b1", **popen)
 
 
 @pytest.mark.parametrize("sig, status", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
@@ -279,6 +284,66 @@ def test_a_sighup_ignored_when_the_run_started_stays_ignored(tmp_path):
     assert process.poll() is None
     process.stdin.close()
     assert process.wait(timeout=60) == 0, process.stderr.read()
+
+
+def _paced_live_run(folder, pause: int = 0, *extra: str):
+    """Replayed at twice its pace (``--rate 2``: half a second between events), the
+    events a1 b2 a3 b4 (a3 ``pause`` seconds more after b2) and the first half of an
+    event a5, once the result of a1 b2 is out."""
+    def time_of(t):
+        seconds = t + (pause if t > 2 else 0)
+        return f'"2020-01-01T00:{seconds // 60:02d}:{seconds % 60:02d}Z"^^xsd:dateTime'
+
+    prefixes = "".join(line + "\n" for line in STREAM.splitlines() if line.startswith("@prefix"))
+    events = "".join(f':e{t} prov:generatedAtTime {time_of(t)} .\n:e{t} {{ :{kind}{t} :kind "{kind}" . }}\n'
+                     for t, kind in ((1, "a"), (2, "b"), (3, "a"), (4, "b")))
+    half = f':e5 prov:generatedAtTime {time_of(5)} .\n:e5 {{ :a5 :kind '
+    return _started_run(folder, prefixes + events + half, "b2", "--rate", "2", "--dead-letter", "dead.jsonl",
+                        *extra)
+
+
+@pytest.mark.parametrize("sig, status, said", [(signal.SIGTERM, 143, "terminated (SIGTERM)"),
+                                               (signal.SIGINT, 130, "interrupted")])
+def test_a_signal_stops_a_live_run_once_what_it_received_is_evaluated(tmp_path, sig, status, said):
+    """The events a live source had received and the engine not yet taken were dropped
+    without a word, and so was the event a sender had half sent.  Now the first signal
+    makes the input stop reading: a3 and b4 are evaluated (their result is written),
+    the half-sent a5 is rejected as truncated, and the run stops there."""
+    process = _paced_live_run(tmp_path)
+    started = time.monotonic()
+    process.send_signal(sig)
+    returned = process.wait(timeout=60)
+    err = process.stderr.read()
+    assert returned == status and "Traceback" not in err, (returned, err)
+    assert time.monotonic() - started < 10
+    rows = [json.loads(line)["bindings"] for line in (tmp_path / "out.jsonl").read_text().splitlines()]
+    assert [(row["a"]["value"], row["b"]["value"]) for row in rows] == \
+        [("http://example/a1", "http://example/b2"), ("http://example/a3", "http://example/b4")]
+    assert "stopping: evaluating what the live input received (the same signal again stops at once)" in err
+    assert f"spaseq: {said} after 4 events" in err and "1 rejected (1 truncated)" in err, err
+    dead = [json.loads(line) for line in (tmp_path / "dead.jsonl").read_text().splitlines()]
+    assert [(d["reason"], d["error"], d["text"]) for d in dead] == \
+        [("truncated", f"the run was stopped ({sig.name}): the text from line 13 on is lost", ":e5 { :a5 :kind ")]
+
+
+@pytest.mark.parametrize("how", ["signal again", "--stop-timeout"])
+def test_a_second_signal_or_the_stop_timeout_stops_a_live_run_at_once(tmp_path, how):
+    """Evaluating what was received can take long (here the replay's pace: half a
+    minute before a3): the same signal again, or ``--stop-timeout``, stops the run
+    where it is."""
+    process = _paced_live_run(tmp_path, 60, *(["--stop-timeout", "1"] if how == "--stop-timeout" else []))
+    started = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    if how == "signal again":
+        time.sleep(0.5)
+        process.send_signal(signal.SIGTERM)
+    returned = process.wait(timeout=60)
+    err = process.stderr.read()
+    assert returned == 143 and "Traceback" not in err, (returned, err)
+    assert time.monotonic() - started < 5
+    assert "spaseq: terminated (SIGTERM) after 2 events" in err, err
+    assert ("took more than 1 s (--stop-timeout)" in err) == (how == "--stop-timeout"), err
+    assert (tmp_path / "out.jsonl").read_text().count("\n") == 1
 
 
 def test_a_live_input_that_sends_nothing_still_gets_progress_lines(tmp_path):

@@ -316,6 +316,57 @@ def test_an_idle_timeout_rejects_the_event_a_sender_left_half_sent(fmt, half):
     assert source.ended_because == "no input for 0.5 s (idle_timeout): ending"
 
 
+def test_stop_reading_passes_on_everything_received_then_the_half_sent_event():
+    """A graceful stop (``spaseq run`` on a signal): the source stops reading, and what
+    it had received, queued ahead of a consumer that had not taken it, is not lost,
+    however long the consumer takes over it (here 3 s, past the 2 s the producer has
+    to hand over the rest)."""
+    count = 2000
+    server = EventServer(greeting=("".join(trig(t) for t in range(1, count + 1)) + trig(count + 1)[:70]).encode())
+    server.start()
+    try:
+        source = open_tcp(f"//127.0.0.1:{server.port}", S, report=lambda m: None)
+        source.start()
+        assert wait_until(lambda: source._queue.qsize() >= count, timeout=30)
+        source.stop_reading("the run was stopped (SIGTERM)")
+        items = []
+        for item in source:
+            items.append(item)
+            time.sleep(0.0015)
+    finally:
+        server.stop()
+    assert times(items) == list(range(1, count + 1)) + ["error"]
+    assert items[-1].reason == "truncated"
+    assert items[-1].message == f"the run was stopped (SIGTERM): the text from line {2 * count + 1} on is lost"
+
+
+def test_merge_arrival_stop_reading_ends_a_source_that_cannot_stop_itself():
+    """An endless source without ``stop_reading`` ends after the item it is on; a
+    live one passes on what it received; then the merge ends."""
+    def endless():
+        t = 0
+        while True:
+            t += 1
+            yield ev(t, "t")
+            time.sleep(0.01)
+
+    server = EventServer(greeting=(trig(1) + trig(2)[:70]).encode()).start()
+    try:
+        live = open_tcp(f"//127.0.0.1:{server.port}", S, report=lambda m: None)
+        merged = merge_arrival([endless(), live])
+        first = [next(merged) for _ in range(5)]
+        merged.stop_reading("stopped")
+        started = time.monotonic()
+        rest = list(merged)
+        assert time.monotonic() - started < 5
+    finally:
+        server.stop()
+    items = first + rest
+    assert sum(1 for item in items if isinstance(item, Event) and item.stream == S) == 1
+    errors = [item for item in items if not isinstance(item, Event)]
+    assert [(e.reason, e.message) for e in errors] == [("truncated", "stopped: the text from line 3 on is lost")]
+
+
 def test_an_idle_timeout_after_whole_events_rejects_nothing():
     server = EventServer(greeting=(trig(1) + "# the sender pauses here\n\n# ").encode()).start()
     try:

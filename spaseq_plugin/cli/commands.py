@@ -30,7 +30,6 @@ import json
 import logging
 import os
 import re
-import signal
 import stat
 import sys
 import threading
@@ -50,6 +49,7 @@ from ..kb import KnowledgeBase
 from .arguments import more_than_zero, whole_number
 from .checkpointing import HeaderDiscarded, RunCheckpoints
 from .paths import check_writes
+from .stopping import STOP_TIMEOUT, GracefulStop, Terminated, interrupted_status, stopping_on_signals
 from .kb_commands import add_kb_parser
 from ..language.nfa import automaton_svg
 from ..output.formats import FORMATS, check_format
@@ -74,45 +74,10 @@ MEMORY_RESERVE = 16 << 20
 OUT_OF_MEMORY = ("out of memory: lower --max-state-memory or --max-runs (docs/limits.md), "
                  "or give the process more memory")
 
-EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LIMIT, EXIT_INTERRUPTED = 0, 1, 2, 3, 130
+EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LIMIT = 0, 1, 2, 3    # (130 and 128 + N: cli/stopping.py)
 #: seconds between two progress lines when standard error is not a terminal
 PROGRESS_INTERVAL = 5.0
 LOG_LEVELS = ("debug", "info", "warning", "error")
-
-
-class Terminated(KeyboardInterrupt):
-    """SIGTERM or SIGHUP: what a service manager (systemd, ``docker stop``) or a closed
-    terminal sends.  The run stops as Ctrl-C stops it (outputs closed whole, the
-    summary printed, a checkpoint kept for resuming), with exit status 128 + the
-    signal's number, where the default action would end it at once, mid-line."""
-
-    def __init__(self, signum: int):
-        super().__init__(signal.Signals(signum).name)
-        self.signum = signum
-
-
-def _interrupted_status(stop: KeyboardInterrupt) -> int:
-    return 128 + stop.signum if isinstance(stop, Terminated) else EXIT_INTERRUPTED
-
-
-@contextlib.contextmanager
-def _stopping_on_signals():
-    """SIGTERM and SIGHUP raise :class:`Terminated` in the main thread while the
-    command runs (a signal the process inherited as ignored, as under nohup, stays so)."""
-    def stop(signum, frame):
-        raise Terminated(signum)
-
-    before = {}
-    for number in (getattr(signal, "SIGTERM", None), getattr(signal, "SIGHUP", None)):
-        if number is not None and signal.getsignal(number) is signal.SIG_DFL:
-            with contextlib.suppress(ValueError):       # (not the main thread: left as it is)
-                signal.signal(number, stop)
-                before[number] = signal.SIG_DFL
-    try:
-        yield
-    finally:
-        for number, handler in before.items():
-            signal.signal(number, handler)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -122,7 +87,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return EXIT_USAGE
-    with _stopping_on_signals():
+    with stopping_on_signals():
         return _command(args)
 
 
@@ -148,7 +113,7 @@ def _command(args: argparse.Namespace) -> int:
         return EXIT_LIMIT
     except KeyboardInterrupt as stop:
         _error(f"terminated ({stop})" if isinstance(stop, Terminated) else "interrupted")
-        return _interrupted_status(stop)
+        return interrupted_status(stop)
     except BrokenPipeError:                 # e.g. piped into head: the reader has what it wanted
         _silence_stdout()
         return EXIT_OK
@@ -354,6 +319,10 @@ def _parser() -> argparse.ArgumentParser:
                           "complete as soon as every stream has delivered it or a later one)")
     run.add_argument("--idle-timeout", type=more_than_zero(float), metavar="SECONDS",
                      help="live sources end after this long without input")
+    run.add_argument("--stop-timeout", type=more_than_zero(float), default=STOP_TIMEOUT, metavar="SECONDS",
+                     help="live input, on SIGTERM, SIGHUP or Ctrl-C: the run stops reading and evaluates "
+                          "what it received, for at most this long, then stops (default "
+                          f"{STOP_TIMEOUT:g}; the same signal again stops it at once)")
     run.add_argument("--engine", choices=["stream", "spark"], default="stream",
                      help="stream (default): one process reads the input as a stream; spark: evaluate "
                           "archived stream files in parallel on Spark (cut by time or PARTITION BY key)")
@@ -788,9 +757,14 @@ def _run(args) -> int:
             idle_flush = args.idle_flush / 1000
             items, fed, live = _stream_sources(compiled, args.stream, args.manifest, args.lateness, opened,
                                                idle_flush, checkpoints)
+            # (a live input stops reading on a signal, and what it read is evaluated first)
+            graceful = GracefulStop(items, args.stop_timeout) if hasattr(items, "stop_reading") else None
             with as_usage_error(f"--rate {args.rate}"):
                 rate = parse_rate(args.rate)
             items = replay(items, rate, idle_flush=idle_flush)
+            if graceful is not None:
+                items = graceful.items(items)
+                opened.enter_context(graceful.armed())
             live = live or rate is not None
             warnings += _unfed_warnings(compiled, fed)
         out = NamedOutput(sys.stdout, "the results to standard output")
@@ -892,7 +866,7 @@ def _run(args) -> int:
         _summary(engine, time.perf_counter() - started, interrupted, args.on_limit)
     if stopped is not None:
         raise stopped
-    return _interrupted_status(interrupted) if interrupted else EXIT_OK
+    return interrupted_status(interrupted) if interrupted else EXIT_OK
 
 
 def _check_outputs(args, construct: bool, variables: list[str]) -> None:
@@ -952,7 +926,8 @@ def _spark_input(args, compiled: CompiledQuery):
     """The archived stream files of ``--engine spark`` (checked before Spark starts)."""
     from ..spark.engine import archived_sources
     live = [flag for flag, value in (("--rate", args.rate), ("--lateness", args.lateness),
-                                     ("--max-events", args.max_events), ("--idle-timeout", args.idle_timeout))
+                                     ("--max-events", args.max_events), ("--idle-timeout", args.idle_timeout),
+                                     ("--stop-timeout", None if args.stop_timeout == STOP_TIMEOUT else args.stop_timeout))
             if value is not None]
     if live:
         raise UsageError(f"{', '.join(live)}: for live input; --engine spark reads archived stream files")

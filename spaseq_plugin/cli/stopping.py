@@ -1,0 +1,148 @@
+"""How a command stops on a signal: Ctrl-C (SIGINT), SIGTERM, SIGHUP.
+
+Each raises an exception in the main thread (:class:`KeyboardInterrupt`, or
+:class:`Terminated` for the two a service manager or a closed terminal
+sends), which the command turns into its summary and exit status; the
+default action of SIGTERM and SIGHUP would end the process at once, mid-line.
+
+A run reading live input stops in two steps instead (:class:`GracefulStop`).
+An exception raised wherever the main thread is would drop what the sources
+had received and the engine not yet taken (up to a queue of events a TCP
+sender was told had arrived), and the event a sender had half sent, without
+a word.  So the first signal only asks the input to stop reading: each live
+source passes on what it holds, an event left half sent becomes a
+``truncated`` rejection, the engine evaluates them, and the run stops there
+as on an interrupt (pending matches are not emitted: it is no end of input;
+a checkpoint is kept).  A second signal, or ``--stop-timeout`` seconds
+(``STOP_TIMEOUT``: under the 10 s that ``docker stop`` waits before SIGKILL),
+stops it at once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import logging
+import signal
+import threading
+import _thread
+from collections.abc import Iterable, Iterator
+
+EXIT_INTERRUPTED = 130
+STOP_TIMEOUT = 5.0      # seconds a graceful stop may take before it stops at once
+
+log = logging.getLogger(__name__)
+
+
+class Terminated(KeyboardInterrupt):
+    """SIGTERM or SIGHUP: what a service manager (systemd, ``docker stop``) or a closed
+    terminal sends.  The run stops as Ctrl-C stops it (outputs closed whole, the
+    summary printed, a checkpoint kept for resuming), with exit status 128 + the
+    signal's number."""
+
+    def __init__(self, signum: int):
+        super().__init__(signal.Signals(signum).name)
+        self.signum = signum
+
+
+def interrupted_status(stop: KeyboardInterrupt) -> int:
+    return 128 + stop.signum if isinstance(stop, Terminated) else EXIT_INTERRUPTED
+
+
+class GracefulStop:
+    """The two-step stop of a run whose input can stop reading without losing
+    what it read (``input.stop_reading(reason)``, e.g. ``merge_arrival``'s).
+
+    Armed with :meth:`armed` around the run, and :meth:`items` wraps the
+    input the engine reads: after the first signal it passes on what the
+    input still gives, then raises the signal's exception (never letting the
+    engine take the input's end for the end of the stream).  Past the
+    timeout, a timer sends the signal again (``_thread.interrupt_main``)."""
+
+    _current: GracefulStop | None = None
+
+    def __init__(self, input_, timeout: float = STOP_TIMEOUT):
+        self.input = input_
+        self.timeout = timeout
+        self.stop: KeyboardInterrupt | None = None
+        self._signum = 0
+        # (a thread started when armed: the signal handler only sets an Event, as
+        # starting a thread there could wait for a lock the interrupted code holds)
+        self._requested = threading.Event()
+        self._done = threading.Event()
+
+    @contextlib.contextmanager
+    def armed(self):
+        GracefulStop._current = self
+        threading.Thread(target=self._watch, daemon=True, name="spaseq stop-timeout").start()
+        try:
+            yield self
+        finally:
+            self._disarm()
+
+    def _disarm(self) -> None:
+        GracefulStop._current = None
+        self._done.set()
+        self._requested.set()
+
+    @classmethod
+    def request(cls, stop: KeyboardInterrupt, signum: int) -> bool:
+        """A signal came (in the signal handler): whether a run armed takes it as
+        its first, stopping gracefully; False means stop at once."""
+        graceful = cls._current
+        if graceful is None or graceful.stop is not None:
+            return False
+        graceful.stop, graceful._signum = stop, signum
+        graceful.input.stop_reading(f"the run was stopped ({signal.Signals(signum).name})")
+        graceful._requested.set()
+        return True
+
+    def _watch(self) -> None:
+        self._requested.wait()
+        if not self._done.wait(self.timeout) and GracefulStop._current is self:
+            log.warning("stopping at once: what the live input received took more than %g s "
+                        "(--stop-timeout)", self.timeout)
+            # the signal again, to the main thread: it wakes a sleep or a wait there
+            if hasattr(signal, "pthread_kill"):
+                signal.pthread_kill(threading.main_thread().ident, self._signum)
+            else:
+                _thread.interrupt_main(self._signum)
+
+    def items(self, items: Iterable) -> Iterator:
+        told = False
+        try:
+            for item in items:
+                yield item
+                if self.stop is not None and not told:
+                    told = True
+                    log.warning("stopping: evaluating what the live input received "
+                                "(the same signal again stops at once)")
+            if self.stop is not None:
+                raise self.stop
+        finally:
+            self._disarm()      # the input is done with: a signal now stops at once
+
+
+@contextlib.contextmanager
+def stopping_on_signals():
+    """While the command runs, SIGTERM and SIGHUP raise :class:`Terminated` and Ctrl-C
+    :class:`KeyboardInterrupt` in the main thread, unless a :class:`GracefulStop` is
+    armed and takes the signal (a signal the process inherited as ignored, as under
+    nohup, stays so; so does a Ctrl-C handler set by whoever called the command)."""
+    def stop(signum, frame):
+        exception = KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+        if not GracefulStop.request(exception, signum):
+            raise exception
+
+    before = {}
+    for name, default in (("SIGTERM", signal.SIG_DFL), ("SIGHUP", signal.SIG_DFL),
+                          ("SIGINT", signal.default_int_handler)):
+        number = getattr(signal, name, None)
+        if number is not None and signal.getsignal(number) is default:
+            with contextlib.suppress(ValueError):       # (not the main thread: left as it is)
+                signal.signal(number, stop)
+                before[number] = default
+    try:
+        yield
+    finally:
+        for number, handler in before.items():
+            signal.signal(number, handler)
