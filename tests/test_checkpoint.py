@@ -8,6 +8,7 @@ import json
 import os
 import random
 import signal
+import socket
 import subprocess
 import sys
 import time
@@ -441,7 +442,7 @@ async def _plain(text, items):
 
 # -- MQTT: a persistent session, acknowledged after the checkpoints ----------------
 
-from brokers import Mosquitto, mosquitto_program, wait_until  # noqa: E402,F401 (fixture)
+from brokers import Mosquitto, free_port, mosquitto_program, wait_until  # noqa: E402,F401 (fixture)
 
 
 class PersistentMosquitto(Mosquitto):
@@ -549,3 +550,53 @@ def test_a_costly_checkpoint_spaces_out_the_next_ones(tmp_path):
     counted = Checkpointer(str(tmp_path), "query", {}, "100events")
     counted.start(1000, cost=5.0)                   # a number of events is kept as given
     assert not counted.due(1099) and counted.due(1100)
+
+
+# -- a live run stopped by a signal ---------------------------------------------------
+
+def test_a_tcp_run_stopped_by_sigterm_keeps_what_it_evaluated(tmp_path):
+    """A tcp run with --checkpoint stopped by SIGTERM evaluates what it had received
+    and takes a checkpoint: started again, it keeps those results.  The output was cut
+    back to the last checkpoint before (here none), and a tcp producer sends none of
+    it again: they were lost."""
+    query = tmp_path / "q.rq"
+    query.write_text(PREFIXES + 'SELECT ?a ?b WITHIN 60 SECONDS FROM STREAM S <http://ex/s>\n'
+                     'WHERE { SEQ (A ; B) DEFINE GPM A ON S { ?a :kind "a" } DEFINE GPM B ON S { ?b :kind "b" } }\n')
+    out = tmp_path / "out.jsonl"
+    port = free_port()
+    args = SPASEQ + ["run", str(query), "-o", str(out), "--checkpoint", str(tmp_path / "cp"),
+                     "--checkpoint-every", "1000000events", "--stream",
+                     f"S=tcp://127.0.0.1:{port}?listen=1&connections=1"]
+
+    def events(*numbered) -> bytes:
+        return "".join(f'<http://ex/e{t}> <http://www.w3.org/ns/prov#generatedAtTime> "{t}"^^'
+                       f'<http://www.w3.org/2001/XMLSchema#integer> .\n'
+                       f'<http://ex/e{t}> {{ <http://ex/{kind}{t}> <http://ex/kind> "{kind}" . }}\n'
+                       for t, kind in numbered).encode()
+
+    def connect() -> socket.socket:
+        return wait_until(lambda: _connected(port), 60, what="the run to listen")
+
+    first = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
+    try:
+        with connect() as producer:
+            producer.sendall(events((1, "a"), (2, "b"), (3, "a"), (4, "b")))
+            wait_until(lambda: out.exists() and "b4" in out.read_text(), 60, what="the results of a1 to b4")
+            first.send_signal(signal.SIGTERM)
+            assert first.wait(timeout=60) == 143, first.stderr.read()
+        second = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
+        with connect() as producer:
+            producer.sendall(events((5, "a"), (6, "b")))
+        assert second.wait(timeout=60) == 0, second.stderr.read()
+    finally:
+        first.kill()
+    pairs = [(row["bindings"]["a"]["value"], row["bindings"]["b"]["value"])
+             for row in map(json.loads, out.read_text().splitlines())]
+    assert pairs == [("http://ex/a1", "http://ex/b2"), ("http://ex/a3", "http://ex/b4"), ("http://ex/a5", "http://ex/b6")]
+
+
+def _connected(port: int) -> socket.socket | None:
+    try:
+        return socket.create_connection(("127.0.0.1", port), timeout=5)
+    except OSError:
+        return None

@@ -144,8 +144,9 @@ class RunCheckpoints:
         self.asking = [source for source in sources if hasattr(source, "wants_checkpoint")]
 
     def input_ended(self) -> None:
-        """The input ended, the engine is about to close: a live run (which ends on
-        ``--max-events`` or ``--idle-timeout``) saves its state here, so that a run
+        """The input ended, the engine is about to close (or a graceful stop evaluated
+        what the input had received): a live run (which ends on ``--max-events``,
+        ``--idle-timeout`` or a stop signal) saves its state here, so that a run
         started again goes on with what the sources send next (what closing wrote
         is then cut back); a run of stream files is checkpointed as finished once
         its outputs are closed."""

@@ -741,6 +741,7 @@ def _run(args) -> int:
     kb_specs = list(args.kb)
     if args.kb_materialized:
         kb_specs.append(f"materialized:{args.kb_materialized}")
+    graceful = None
     with contextlib.ExitStack() as opened:
         kb = _open_kb(kb_specs, compiled, "--kb" if args.kb else "--kb-materialized") if kb_specs else None
         warnings = query_warnings(compiled, kb)
@@ -847,6 +848,8 @@ def _run(args) -> int:
                     writer.write(result)
         except KeyboardInterrupt as stop:
             interrupted = stop
+            if checkpoints is not None and graceful is not None and graceful.drained:
+                checkpoints.input_ended()   # (a live source sends none of it again)
         except LimitError as e:
             stopped = e             # the results before it are written out whole, and summarised
         except MemoryError:

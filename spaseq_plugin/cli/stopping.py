@@ -64,6 +64,7 @@ class GracefulStop:
         self.input = input_
         self.timeout = timeout
         self.stop: KeyboardInterrupt | None = None
+        self.drained = False    # stopped where the engine had taken the whole input
         self._signum = 0
         # (a thread started when armed: the signal handler only sets an Event, as
         # starting a thread there could wait for a lock the interrupted code holds)
@@ -117,6 +118,7 @@ class GracefulStop:
                     log.warning("stopping: evaluating what the live input received "
                                 "(the same signal again stops at once)")
             if self.stop is not None:
+                self.drained = True
                 raise self.stop
         finally:
             self._disarm()      # the input is done with: a signal now stops at once
