@@ -10,7 +10,7 @@ reaches the user; the exit status follows one rule (README, "Exit status"):
 3     a limit was reached (:class:`~spaseq_plugin.errors.LimitError`)
 1     anything else: a failure the command did not expect
 130   interrupted (Ctrl-C): what was read is summarised
-143   stopped by SIGTERM (129: SIGHUP), as Ctrl-C stops a run
+143   stopped by SIGTERM (129: SIGHUP), as Ctrl-C stops a run (cli/stopping.py)
 ====  =====================================================================
 
 Library code raises :class:`~spaseq_plugin.errors.UsageError`,
@@ -210,7 +210,8 @@ def _add_logging_flags(parser: argparse.ArgumentParser) -> None:
 _EPILOG = """\
 exit status: 0 done (rejected events are counted, not fatal); 2 a usage, query or input error
 (one line naming the argument); 3 a limit was reached; 1 an unexpected failure; 130 interrupted;
-143 stopped by SIGTERM (129: SIGHUP), as Ctrl-C stops a run.
+143 stopped by SIGTERM (129: SIGHUP), as Ctrl-C stops a run (live input stops reading first and
+what it received is evaluated: --stop-timeout).
 
 environment: SPASEQ_DEBUG=1 shows the Python traceback of an internal error;
 SPARK_MASTER is the default --spark-master; JAVA_HOME a Java 17+ for Spark."""
