@@ -320,7 +320,7 @@ def _parser() -> argparse.ArgumentParser:
                           "complete as soon as every stream has delivered it or a later one)")
     run.add_argument("--idle-timeout", type=more_than_zero(float), metavar="SECONDS",
                      help="live sources end after this long without input")
-    run.add_argument("--stop-timeout", type=more_than_zero(float), default=STOP_TIMEOUT, metavar="SECONDS",
+    run.add_argument("--stop-timeout", type=more_than_zero(float), metavar="SECONDS",
                      help="live input, on SIGTERM, SIGHUP or Ctrl-C: the run stops reading and evaluates "
                           "what it received, for at most this long, then stops (default "
                           f"{STOP_TIMEOUT:g}; the same signal again stops it at once)")
@@ -760,7 +760,8 @@ def _run(args) -> int:
             items, fed, live = _stream_sources(compiled, args.stream, args.manifest, args.lateness, opened,
                                                idle_flush, checkpoints)
             # (a live input stops reading on a signal, and what it read is evaluated first)
-            graceful = GracefulStop(items, args.stop_timeout) if hasattr(items, "stop_reading") else None
+            graceful = GracefulStop(items, args.stop_timeout or STOP_TIMEOUT) \
+                if hasattr(items, "stop_reading") else None
             with as_usage_error(f"--rate {args.rate}"):
                 rate = parse_rate(args.rate)
             items = replay(items, rate, idle_flush=idle_flush)
@@ -931,7 +932,7 @@ def _spark_input(args, compiled: CompiledQuery):
     from ..spark.engine import archived_sources
     live = [flag for flag, value in (("--rate", args.rate), ("--lateness", args.lateness),
                                      ("--max-events", args.max_events), ("--idle-timeout", args.idle_timeout),
-                                     ("--stop-timeout", None if args.stop_timeout == STOP_TIMEOUT else args.stop_timeout))
+                                     ("--stop-timeout", args.stop_timeout))
             if value is not None]
     if live:
         raise UsageError(f"{', '.join(live)}: for live input; --engine spark reads archived stream files")

@@ -56,7 +56,7 @@ class GracefulStop:
     input the engine reads: after the first signal it passes on what the
     input still gives, then raises the signal's exception (never letting the
     engine take the input's end for the end of the stream).  Past the
-    timeout, a timer sends the signal again (``_thread.interrupt_main``)."""
+    timeout, a watcher thread sends the signal again."""
 
     _current: GracefulStop | None = None
 
