@@ -252,10 +252,10 @@ def _started_run(folder, text: str, awaited: str, *args: str, **popen):
     return process
 
 
-def _live_run(folder, **popen):
+def _live_run(folder, args: tuple[str, ...] = (), **popen):
     """The events of times 1 to 4, once their result (a1 b1) is out."""
     return _started_run(folder, STREAM.replace(" ; :oops", "") + ':e4 prov:generatedAtTime '
-                        '"2020-01-01T00:00:04Z"^^xsd:dateTime .\n:e4 { :c1 :kind "c" . }\n', "b1", **popen)
+                        '"2020-01-01T00:00:04Z"^^xsd:dateTime .\n:e4 { :c1 :kind "c" . }\n', "b1", *args, **popen)
 
 
 @pytest.mark.parametrize("sig, status", [(signal.SIGTERM, 143), (signal.SIGHUP, 129)])
@@ -344,6 +344,16 @@ def test_a_second_signal_or_the_stop_timeout_stops_a_live_run_at_once(tmp_path, 
     assert "spaseq: terminated (SIGTERM) after 2 events" in err, err
     assert ("took more than 1 s (--stop-timeout)" in err) == (how == "--stop-timeout"), err
     assert (tmp_path / "out.jsonl").read_text().count("\n") == 1
+
+
+def test_the_largest_stop_timeout_is_waited_without_error(tmp_path):
+    """A timeout past what a thread can wait for (threading.TIMEOUT_MAX) raised
+    OverflowError in the thread that waits it out: a traceback on stderr."""
+    process = _live_run(tmp_path, args=("--stop-timeout", "1e300"))
+    process.send_signal(signal.SIGTERM)
+    returned = process.wait(timeout=60)
+    err = process.stderr.read()
+    assert returned == 143 and "Traceback" not in err and "Exception in thread" not in err, err
 
 
 def test_a_live_input_that_sends_nothing_still_gets_progress_lines(tmp_path):
