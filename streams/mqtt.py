@@ -221,8 +221,8 @@ def _split(location: str, extra: tuple[str, ...]):
         if qos not in (0, 1, 2):
             raise ValueError("qos must be 0, 1 or 2")
         keepalive = int(extra_values.pop("keepalive", "60"))
-        if keepalive < 1:
-            raise ValueError("keepalive must be 1 or more")
+        if not 1 <= keepalive <= 65535:         # (two bytes in MQTT's CONNECT packet)
+            raise ValueError("keepalive must be from 1 to 65535 seconds")
     except ValueError as e:
         raise SpaseqError(f"{where}: {e}") from None
     return host, port, topic, where, options, qos, keepalive

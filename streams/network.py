@@ -189,8 +189,9 @@ def _positive_int(text: str) -> int:
 
 def _positive_float(text: str) -> float:
     value = float(text)
-    if not value > 0 or value == float("inf"):
-        raise ValueError("must be a positive number of seconds")
+    # (the most a thread or a socket can wait: past it, a wait raises OverflowError)
+    if not 0 < value <= threading.TIMEOUT_MAX:
+        raise ValueError(f"must be a positive number of seconds, at most {threading.TIMEOUT_MAX:g}")
     return value
 
 
@@ -598,9 +599,18 @@ class LiveSource(Reconnecting):
         """Release what the source holds (sockets); called by :meth:`close`."""
 
     def retry_or_give_up(self, attempts: int, reason: str, ever_connected: bool) -> bool:
-        """:meth:`failed`, then wait the backoff: whether to try again."""
+        """:meth:`failed`, then wait the backoff: whether to try again (not when the
+        source stops or is cut meanwhile)."""
         delay = self.failed(attempts, reason, ever_connected)
-        return delay is not None and not self._stop.wait(delay)
+        if delay is None:
+            return False
+        deadline = time.monotonic() + delay
+        while not self.stopping:
+            left = deadline - time.monotonic()
+            if left <= 0:
+                return True
+            self._stop.wait(min(left, _POLL))
+        return False
 
 
 # --------------------------------------------------------------------------

@@ -157,6 +157,27 @@ def test_unknown_option_is_an_error():
         open_tcp("//127.0.0.1:1?max_events=0", S)
 
 
+@pytest.mark.parametrize("option", ["connect_timeout=1e300", "backoff=1e300", "max_backoff=1e10",
+                                    "idle_timeout=1e300", "idle_flush=1e300", "connect_timeout=nan"])
+def test_a_wait_no_thread_can_wait_is_an_option_error(option):
+    """Past threading.TIMEOUT_MAX seconds a wait raises OverflowError: connect_timeout
+    and backoff did, as an internal error once the source had started."""
+    with pytest.raises(SpaseqError, match=r"must be a positive number of seconds, at most 9\.22337e\+09"):
+        open_tcp(f"//127.0.0.1:1?{option}", S)
+
+
+def test_stop_reading_ends_a_source_waiting_to_reconnect():
+    """It waited out its backoff (here a minute) before it saw the cut."""
+    source = open_tcp(f"//127.0.0.1:{free_port()}?backoff=60&max_backoff=60&retries=3", S, report=lambda m: None)
+    collected = Collector(source)
+    wait_until(lambda: source.failures == 1, what="the first attempt to fail")
+    started = time.monotonic()
+    source.stop_reading("stopped")
+    collected.join()
+    assert collected.error is None and collected.items == []
+    assert time.monotonic() - started < 1
+
+
 def test_run_configuration_gives_live_defaults():
     try:
         call_configure({"max_events": 7, "idle_timeout": 2.5})
@@ -530,6 +551,9 @@ def test_mqtt_options_are_checked():
         open_mqtt_source("//127.0.0.1:1883/t?qos=3", S)
     with pytest.raises(SpaseqError, match="needs a client_id"):
         open_mqtt_source("//127.0.0.1:1883/t?clean=0", S)
+    for keepalive in (0, 65536):      # (65536 and over: a traceback in paho's thread, and no connection)
+        with pytest.raises(SpaseqError, match="keepalive must be from 1 to 65535 seconds"):
+            open_mqtt_source(f"//127.0.0.1:1883/t?keepalive={keepalive}", S)
 
 
 # --------------------------------------------------------------------------
