@@ -59,6 +59,11 @@ def replay(items: Iterable[Event | EventError], rate: float | None, *,
     return _paced(items, rate, clock, sleep, idle_flush)
 
 
+# time.sleep refuses much longer waits (OverflowError, or EINVAL from the system):
+# a slow --rate over a long gap (a year at 0.001) waits a day at a time.
+_LONGEST_SLEEP = 86400.0
+
+
 def _paced(items: Iterable[Event | EventError], rate: float, clock: Callable[[], float],
            sleep: Callable[[float], None], idle_flush: float | None) -> Iterator[Event | EventError]:
     start_wall = start_time = None
@@ -70,9 +75,10 @@ def _paced(items: Iterable[Event | EventError], rate: float, clock: Callable[[],
                 due = start_wall + float(item.time - start_time) / rate
                 delay = due - clock()
                 if idle_flush is not None and delay > idle_flush:
-                    sleep(idle_flush)
+                    sleep(min(idle_flush, _LONGEST_SLEEP))
                     yield IDLE
                     delay = due - clock()
-                if delay > 0:
-                    sleep(delay)
+                while delay > 0:
+                    sleep(min(delay, _LONGEST_SLEEP))
+                    delay = due - clock()
         yield item

@@ -198,7 +198,7 @@ def test_limits_reject_bad_values():
     for bad in (0, MAX_NESTING_CEILING + 1, 2.5, True):
         with pytest.raises(ValueError, match="max_nesting"):
             QueryLimits(max_nesting=bad)
-    for bad in (0, -1, float("nan"), float("inf"), "5"):
+    for bad in (0, -1, float("nan"), float("inf"), "5", 1e300):   # (1e300: OverflowError in the wait)
         with pytest.raises(ValueError, match="service_timeout"):
             QueryLimits(service_timeout=bad)
     assert QueryLimits().max_nesting == DEFAULT_MAX_NESTING

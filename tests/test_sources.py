@@ -588,6 +588,21 @@ def test_replay_sleeps_by_recorded_time():
     assert paced([1, 2, 3], None) == []
 
 
+def test_replay_waits_a_long_gap_a_day_at_a_time():
+    """A year at --rate 0.001 is a sleep of 3e10 s: time.sleep refused it (an internal
+    error); at --rate 1e-300 the wait is endless (infinite), still without error."""
+    assert paced([0, 365 * 86400], 0.001) == [86400.0] * 365000
+    clock = FakeClock()
+
+    def sleep(seconds):
+        clock.sleep(seconds)
+        if len(clock.sleeps) == 1000:
+            raise InterruptedError("a thousand days later")
+    with pytest.raises(InterruptedError):
+        list(replay([event("s", t, ":x :kind 'a' .") for t in (0, 1)], 1e-300, clock=clock, sleep=sleep))
+    assert set(clock.sleeps) == {86400.0}
+
+
 def test_replay_catches_up_and_passes_errors_at_once():
     clock = FakeClock()
     items = [event("s", 1, ":x :kind 'a' ."), EventError("bad", "f:1"), event("s", 3, ":x :kind 'a' .")]

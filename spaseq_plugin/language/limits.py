@@ -25,8 +25,8 @@ it is refused unless :attr:`QueryLimits.allow_service` is set
 
 from __future__ import annotations
 
-import math
 import re
+import threading
 from dataclasses import dataclass
 from decimal import Decimal
 
@@ -63,8 +63,9 @@ class QueryLimits:
                              f"not {self.max_nesting!r}")
         timeout = self.service_timeout
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
-                or not math.isfinite(timeout) or timeout <= 0:
-            raise ValueError(f"service_timeout must be a positive number of seconds, not {timeout!r}")
+                or not 0 < timeout <= threading.TIMEOUT_MAX:       # (a longer wait raises OverflowError)
+            raise ValueError(f"service_timeout must be a positive number of seconds, at most "
+                             f"{threading.TIMEOUT_MAX:g}, not {timeout!r}")
 
 
 _TOKEN = re.compile(r"""
