@@ -49,6 +49,7 @@ from ..errors import LimitError, SpaseqError
 from ..hookspecs import KbStore, hookimpl
 from ..kb import KnowledgeBase, solution_count
 from ..runtime.results import term_to_json
+from ..waits import wait_seconds
 
 JSON_RESULTS = "application/sparql-results+json"
 XML_RESULTS = "application/sparql-results+xml"
@@ -134,9 +135,9 @@ class SparqlEndpointKB(KnowledgeBase):
         for key, value in urllib.parse.parse_qsl(fragment, keep_blank_values=True):
             if key == "timeout":
                 try:
-                    options["timeout"] = float(value)
-                except ValueError:
-                    raise SpaseqError(f"sparql:{url}: timeout must be a number of seconds, not {value!r}") from None
+                    options["timeout"] = wait_seconds(value)
+                except ValueError as e:
+                    raise SpaseqError(f"sparql:{url}: timeout {value!r}: {e}") from None
             elif key == "method":
                 options["method"] = value
             elif key == "format":

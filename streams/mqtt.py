@@ -72,6 +72,7 @@ import paho.mqtt.client as paho
 
 from ..errors import EventError, SpaseqError
 from ..hookspecs import ResultSink, StreamSource, hookimpl
+from ..waits import wait_seconds
 from .network import LiveOptions, LiveSource, Reconnecting, _show_host, _why, read_text, split_location
 
 __all__ = ["MqttSink", "MqttSource", "open_mqtt_sink", "open_mqtt_source"]
@@ -439,9 +440,9 @@ def open_mqtt_sink(target: str, variables, options: dict) -> MqttSink:
     live.report = options.get("report", live.report)
     retain = live.extra.pop("retain", "0").lower() not in ("0", "no", "false")
     try:
-        flush_timeout = float(live.extra.pop("flush_timeout", "10"))
-    except ValueError:
-        raise SpaseqError(f"{where}: flush_timeout must be a number of seconds") from None
+        flush_timeout = wait_seconds(live.extra.pop("flush_timeout", "10"))
+    except ValueError as e:
+        raise SpaseqError(f"{where}: flush_timeout {e}") from None
     if live.max_events is not None or live.idle_timeout is not None:
         live.max_events = live.idle_timeout = None      # (source options; harmless here)
     return MqttSink(host, port, topic, live, qos=qos, retain=retain, client_id=live.extra.pop("client_id", None),

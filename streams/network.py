@@ -80,6 +80,7 @@ import pyoxigraph as ox
 from ..errors import EventError, SpaseqError
 from ..events import IDLE, Event
 from ..hookspecs import StreamSource, hookimpl
+from ..waits import wait_seconds
 from .files import order_check
 from .reader import EventReader, OrderCheck, event_reader
 from .reorder import ReorderBuffer
@@ -156,15 +157,15 @@ class LiveOptions:
                 elif key == "max_events":
                     options.max_events = _positive_int(value)
                 elif key == "idle_timeout":
-                    options.idle_timeout = _positive_float(value)
+                    options.idle_timeout = wait_seconds(value)
                 elif key == "idle_flush":
-                    options.idle_flush = _positive_float(value) / 1000
+                    options.idle_flush = wait_seconds(value) / 1000
                 elif key == "retries":
                     options.retries = int(value)
                     if options.retries < 0:
                         raise ValueError("must be 0 or more")
                 elif key in ("backoff", "max_backoff", "connect_timeout"):
-                    setattr(options, key, _positive_float(value))
+                    setattr(options, key, wait_seconds(value))
                 elif key in extra_keys:
                     options.extra[key] = value
                 else:
@@ -184,14 +185,6 @@ def _positive_int(text: str) -> int:
     value = int(text)
     if value < 1:
         raise ValueError("must be 1 or more")
-    return value
-
-
-def _positive_float(text: str) -> float:
-    value = float(text)
-    # (the most a thread or a socket can wait: past it, a wait raises OverflowError)
-    if not 0 < value <= threading.TIMEOUT_MAX:
-        raise ValueError(f"must be a positive number of seconds, at most {threading.TIMEOUT_MAX:g}")
     return value
 
 

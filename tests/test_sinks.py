@@ -125,6 +125,16 @@ def test_webhook_options_are_checked():
         result_sink("webhook").open("ftp://127.0.0.1/", [], {})
     with pytest.raises(SpaseqError, match="on_error must be"):
         result_sink("webhook").open("http://127.0.0.1:1/#on_error=later", [], {})
+    # (1e300 and nan were internal errors: OverflowError and ValueError in the socket's timeout)
+    for option, words in (("timeout=1e300", "timeout must be a number of seconds more than 0"),
+                          ("timeout=nan", "timeout must be a number of seconds more than 0"),
+                          ("max_backoff=1e300", "max_backoff must be a number of seconds from 0"),
+                          ("backoff=-1", "backoff must be a number of seconds from 0")):
+        with pytest.raises(SpaseqError, match=words):
+            result_sink("webhook").open(f"http://127.0.0.1:1/#{option}", [], {})
+    for flush_timeout in ("1e300", "nan", "-5"):
+        with pytest.raises(SpaseqError, match="flush_timeout must be a number of seconds more than 0"):
+            result_sink("mqtt").open(f"//127.0.0.1:1/t?flush_timeout={flush_timeout}", [], {})
 
 
 def test_cli_sends_results_to_a_webhook(tmp_path):

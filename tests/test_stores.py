@@ -350,8 +350,10 @@ def test_sparql_location_errors():
         KnowledgeBase.from_specs(["sparql:ftp://example.org/sparql"])
     with pytest.raises(SpaseqError, match="unknown option 'colour'"):
         KnowledgeBase.from_specs(["sparql:http://localhost/sparql#colour=red"])
-    with pytest.raises(SpaseqError, match="timeout must be a number"):
-        KnowledgeBase.from_specs(["sparql:http://localhost/sparql#timeout=soon"])
+    for timeout in ("soon", "0", "nan", "1e300"):     # (1e300: OverflowError in a wait)
+        with pytest.raises(SpaseqError, match=f"timeout '{timeout}': must be a number of seconds more than 0, "
+                                              r"at most 1e\+09"):
+            KnowledgeBase.from_specs([f"sparql:http://localhost/sparql#timeout={timeout}"])
 
 
 def test_query_form():

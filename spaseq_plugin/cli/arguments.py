@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+from ..waits import wait_seconds
+
 
 def whole_number(unit: str):
     """An argument type: a whole number of ``unit``, at least 1."""
@@ -30,3 +32,11 @@ def more_than_zero(kind):
             raise argparse.ArgumentTypeError(f"{text!r}: must be a finite number more than 0")
         return value
     return parse
+
+
+def seconds(text: str) -> float:
+    """An argument type: seconds to wait, more than 0 and at most ``waits.LONGEST_WAIT``."""
+    try:
+        return wait_seconds(text)
+    except ValueError as e:
+        raise argparse.ArgumentTypeError(f"{text!r}: {e}") from None

@@ -46,7 +46,7 @@ from ..events import format_time, parse_time_text
 from ..evaluators.spectra import SpectraEvaluator
 from ..bench.runner import add_bench_parser
 from ..kb import KnowledgeBase
-from .arguments import more_than_zero, whole_number
+from .arguments import more_than_zero, seconds, whole_number
 from .checkpointing import HeaderDiscarded, RunCheckpoints
 from .paths import check_writes
 from .stopping import STOP_TIMEOUT, GracefulStop, Terminated, interrupted_status, stopping_on_signals
@@ -318,9 +318,9 @@ def _parser() -> argparse.ArgumentParser:
                      help="live input (and --rate replays): when nothing has come for this long, close the "
                           "pending timestamp and write its results (default 200; a timestamp is also "
                           "complete as soon as every stream has delivered it or a later one)")
-    run.add_argument("--idle-timeout", type=more_than_zero(float), metavar="SECONDS",
+    run.add_argument("--idle-timeout", type=seconds, metavar="SECONDS",
                      help="live sources end after this long without input")
-    run.add_argument("--stop-timeout", type=more_than_zero(float), metavar="SECONDS",
+    run.add_argument("--stop-timeout", type=seconds, metavar="SECONDS",
                      help="live input, on SIGTERM, SIGHUP or Ctrl-C: the run stops reading and evaluates "
                           "what it received, for at most this long, then stops (default "
                           f"{STOP_TIMEOUT:g}; the same signal again stops it at once)")

@@ -99,7 +99,7 @@ class GracefulStop:
 
     def _watch(self) -> None:
         self._requested.wait()
-        if not self._done.wait(min(self.timeout, threading.TIMEOUT_MAX)) and GracefulStop._current is self:
+        if not self._done.wait(self.timeout) and GracefulStop._current is self:
             log.warning("stopping at once: what the live input received took more than %g s "
                         "(--stop-timeout)", self.timeout)
             # the signal again, to the main thread: it wakes a sleep or a wait there

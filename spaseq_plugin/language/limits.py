@@ -26,11 +26,11 @@ it is refused unless :attr:`QueryLimits.allow_service` is set
 from __future__ import annotations
 
 import re
-import threading
 from dataclasses import dataclass
 from decimal import Decimal
 
 from ..errors import QueryError
+from ..waits import LONGEST_WAIT
 from .syntax import Pos
 
 DEFAULT_MAX_NESTING = 100
@@ -63,9 +63,9 @@ class QueryLimits:
                              f"not {self.max_nesting!r}")
         timeout = self.service_timeout
         if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
-                or not 0 < timeout <= threading.TIMEOUT_MAX:       # (a longer wait raises OverflowError)
+                or not 0 < timeout <= LONGEST_WAIT:
             raise ValueError(f"service_timeout must be a positive number of seconds, at most "
-                             f"{threading.TIMEOUT_MAX:g}, not {timeout!r}")
+                             f"{LONGEST_WAIT:g}, not {timeout!r}")
 
 
 _TOKEN = re.compile(r"""

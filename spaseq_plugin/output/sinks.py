@@ -46,6 +46,7 @@ from urllib.parse import parse_qsl, urldefrag, urlsplit
 
 from ..errors import SpaseqError
 from ..hookspecs import ResultSink, hookimpl
+from ..waits import wait_seconds
 from .formats import JsonLinesWriter
 
 __all__ = ["CallbackSink", "WebhookSink", "open_callback_sink", "open_webhook_sink", "result_json"]
@@ -85,8 +86,14 @@ class WebhookSink:
             raise SpaseqError(f"webhook {url!r}: expected an http:// or https:// URL")
         if on_error not in ("stop", "skip"):
             raise SpaseqError(f"webhook {url}: on_error must be stop or skip, not {on_error!r}")
-        if retries < 0 or backoff < 0 or max_backoff < 0 or timeout <= 0:
-            raise SpaseqError(f"webhook {url}: retries, backoff and timeout must be positive")
+        if retries < 0:
+            raise SpaseqError(f"webhook {url}: retries must be 0 or more")
+        for name, seconds, zero in (("backoff", backoff, True), ("max_backoff", max_backoff, True),
+                                    ("timeout", timeout, False)):
+            try:
+                wait_seconds(seconds, zero=zero)
+            except ValueError as e:
+                raise SpaseqError(f"webhook {url}: {name} {e}") from None
         self.url = url
         self.retries, self.backoff, self.max_backoff = retries, backoff, max_backoff
         self.timeout = timeout
