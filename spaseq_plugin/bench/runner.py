@@ -40,7 +40,7 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from ..cli.arguments import more_than_zero
+from ..cli.arguments import more_than_zero, seconds
 from ..output.formats import JsonLinesWriter
 from .bare import bare_parse, compare_reading
 from .digest import Digest, canonical_result
@@ -81,7 +81,7 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
                         "(default: all three; a missing one is skipped with a note)")
     p.add_argument("--rdflib-events", type=more_than_zero(int), default=None, metavar="N",
                    help="events the rdflib baseline reads at most (default 1000; --quick: 100)")
-    p.add_argument("--rdflib-seconds", type=more_than_zero(float), default=None, metavar="SEC",
+    p.add_argument("--rdflib-seconds", type=seconds, default=None, metavar="SEC",
                    help="stop feeding the rdflib baseline after SEC seconds (default 30; --quick: 5); "
                         "the results check runs every evaluator on the prefix rdflib read")
     p.add_argument("--kb-sizes", metavar="LIST", default=None,
@@ -105,7 +105,7 @@ def add_bench_parser(subparsers) -> argparse.ArgumentParser:
                         "report the ratio of peak RSS")
     p.add_argument("--repeat", type=more_than_zero(int), default=1, metavar="K",
                    help="run each configuration K times and keep the median (default 1)")
-    p.add_argument("--timeout", type=more_than_zero(float), default=900, metavar="SEC",
+    p.add_argument("--timeout", type=seconds, default=900, metavar="SEC",
                    help="give up on one configuration after SEC seconds (default 900)")
     p.add_argument("--format", choices=("trig", "nq"), default="trig", dest="input_format",
                    help="stream file format the generated input is written in (default trig)")
