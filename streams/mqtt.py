@@ -224,6 +224,10 @@ def _split(location: str, extra: tuple[str, ...]):
         keepalive = int(extra_values.pop("keepalive", "60"))
         if not 1 <= keepalive <= 65535:         # (two bytes in MQTT's CONNECT packet)
             raise ValueError("keepalive must be from 1 to 65535 seconds")
+        for name, value in (("topic", topic), ("client_id", extra_values.get("client_id"))):
+            # (an MQTT string: its length in two bytes; longer, paho failed in its thread)
+            if value is not None and (len(value.encode("utf-8")) > 65535 or "\0" in value):
+                raise ValueError(f"{name} must be at most 65535 bytes of UTF-8, without NUL")
     except ValueError as e:
         raise SpaseqError(f"{where}: {e}") from None
     return host, port, topic, where, options, qos, keepalive
@@ -437,6 +441,8 @@ def open_mqtt_sink(target: str, variables, options: dict) -> MqttSink:
     """``--sink mqtt://HOST[:PORT]/TOPIC[?options]``: the target is what follows ``mqtt:``."""
     host, port, topic, where, live, qos, keepalive = _split(
         target, ("qos", "retain", "client_id", "keepalive", "flush_timeout"))
+    if "+" in topic or "#" in topic:
+        raise SpaseqError(f"{where}: a topic to publish to has no wildcards (+, #)")
     live.report = options.get("report", live.report)
     retain = live.extra.pop("retain", "0").lower() not in ("0", "no", "false")
     try:

@@ -132,6 +132,10 @@ def test_webhook_options_are_checked():
                           ("backoff=-1", "backoff must be a number of seconds from 0")):
         with pytest.raises(SpaseqError, match=words):
             result_sink("webhook").open(f"http://127.0.0.1:1/#{option}", [], {})
+    with pytest.raises(SpaseqError, match=r"a topic to publish to has no wildcards \(\+, #\)"):
+        result_sink("mqtt").open("//127.0.0.1:1/a/+/b", [], {})
+    with pytest.raises(SpaseqError, match="topic must be at most 65535 bytes"):       # (was an internal error)
+        result_sink("mqtt").open("//127.0.0.1:1/" + "x" * 65536, [], {})
     for flush_timeout in ("1e300", "nan", "-5"):
         with pytest.raises(SpaseqError, match="flush_timeout must be a number of seconds more than 0"):
             result_sink("mqtt").open(f"//127.0.0.1:1/t?flush_timeout={flush_timeout}", [], {})

@@ -554,6 +554,11 @@ def test_mqtt_options_are_checked():
     for keepalive in (0, 65536):      # (65536 and over: a traceback in paho's thread, and no connection)
         with pytest.raises(SpaseqError, match="keepalive must be from 1 to 65535 seconds"):
             open_mqtt_source(f"//127.0.0.1:1883/t?keepalive={keepalive}", S)
+    long = "x" * 65536                # (a traceback in paho's thread; a topic: no word at all)
+    for location, name in ((f"//127.0.0.1:1883/t?client_id={long}", "client_id"), (f"//127.0.0.1:1883/{long}", "topic"),
+                           ("//127.0.0.1:1883/t%00u", "topic")):
+        with pytest.raises(SpaseqError, match=f"{name} must be at most 65535 bytes of UTF-8, without NUL"):
+            open_mqtt_source(location, S)
 
 
 # --------------------------------------------------------------------------
