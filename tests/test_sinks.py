@@ -158,6 +158,37 @@ def test_cli_sends_results_to_a_webhook(tmp_path):
     assert second.paths == ["/other"] * 3
 
 
+def test_a_webhook_reply_without_end_is_read_no_further_than_its_start():
+    """An endpoint that answers 200 with an endless body: the sink read it all, into
+    memory (4.7 GB within 15 s).  A reply is now read up to 64 KiB and dropped."""
+    import socket
+    server = socket.create_server(("127.0.0.1", 0))
+    port = server.getsockname()[1]
+    streamed = []
+
+    def answer_without_end():
+        connection, _ = server.accept()
+        with connection:
+            connection.recv(1 << 16)
+            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n")
+            try:
+                while True:
+                    connection.sendall(b"x" * (1 << 16))
+                    streamed.append(1)
+            except OSError:             # the sink closed the connection
+                pass
+
+    thread = threading.Thread(target=answer_without_end, daemon=True)
+    thread.start()
+    sink = WebhookSink(f"http://127.0.0.1:{port}/hook", retries=0)
+    started = time.monotonic()
+    sink.post({"time": "t", "bindings": {}})
+    thread.join(30)
+    server.close()
+    assert sink.sent == 1 and not thread.is_alive() and time.monotonic() - started < 30
+    assert len(streamed) < 1000        # (64 MiB: the kernel's buffers, not the sink's reads)
+
+
 # --------------------------------------------------------------------------
 # Callbacks
 # --------------------------------------------------------------------------

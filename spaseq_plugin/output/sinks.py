@@ -73,6 +73,7 @@ def _report(message: str) -> None:
 # --------------------------------------------------------------------------
 
 _RETRYABLE_STATUS = {408, 429}
+_REPLY_BYTES = 64 << 10         # of an endpoint's reply, read and dropped (an endless one filled the memory)
 
 
 class WebhookSink:
@@ -121,7 +122,7 @@ class WebhookSink:
             request = urllib.request.Request(self.url, data=data, headers=self.headers, method="POST")
             try:
                 with self._open(request, timeout=self.timeout) as response:
-                    response.read()
+                    response.read(_REPLY_BYTES)
                 self.sent += 1
                 return
             except urllib.error.HTTPError as error:
