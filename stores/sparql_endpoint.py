@@ -19,8 +19,8 @@ HTTP Basic or Digest authentication, whichever the server asks for.
 
 An answer may not be longer than ``max-bytes`` (default 512 MiB), nor take
 longer than ten times ``timeout`` (each read waits at most ``timeout``
-seconds, default 30) to arrive: a server cannot fill the memory or hold a
-run forever.  Reaching one of these limits (or ``copy-limit``) is a
+seconds, default 30) to arrive, headers included (``http_deadline.py``): a
+server cannot fill the memory or hold a run forever.  Reaching one of these limits (or ``copy-limit``) is a
 :class:`~spaseq_plugin.errors.LimitError`; a connection failure, an HTTP
 error, or results the client cannot read or that do not have the expected
 shape are :class:`~spaseq_plugin.errors.SpaseqError`\\ s; both name the URL.
@@ -34,10 +34,10 @@ A built-in plugin: it registers the ``sparql`` scheme through the
 
 from __future__ import annotations
 
+import http.client
 import json
 import re
 import socket
-import time
 import urllib.error
 import urllib.parse
 import urllib.request
@@ -49,6 +49,7 @@ from ..errors import LimitError, SpaseqError
 from ..hookspecs import KbStore, hookimpl
 from ..kb import KnowledgeBase, solution_count
 from ..runtime.results import term_to_json
+from ..http_deadline import Deadline, opener
 from ..waits import wait_seconds
 
 JSON_RESULTS = "application/sparql-results+json"
@@ -123,7 +124,7 @@ class SparqlEndpointKB(KnowledgeBase):
             manager.add_password(None, self.url, user, password or "")
             handlers = [urllib.request.HTTPBasicAuthHandler(manager),
                         urllib.request.HTTPDigestAuthHandler(manager)]
-        self._opener = urllib.request.build_opener(*handlers)
+        self._opener = opener(*handlers)
         self.description = f"SPARQL endpoint {self.url}"
         self.requests = 0
 
@@ -172,8 +173,13 @@ class SparqlEndpointKB(KnowledgeBase):
                                              headers={"Accept": accept})
             self.requests += 1
             try:
-                with self._opener.open(req, timeout=self.timeout) as response:
+                # (the whole exchange within ten times the timeout: an endpoint dripping its
+                # headers held the run for ever, each byte within the timeout of a read)
+                with Deadline(10 * self.timeout) as deadline, \
+                        self._opener.open(req, timeout=self.timeout) as response:
                     body = self._read(response)
+                    if deadline.passed:             # (its socket shut: the body read may be cut)
+                        raise TimeoutError
                     media = response.headers.get_content_type()
                     return body, media, dict(response.headers.items())
             except urllib.error.HTTPError as e:
@@ -182,22 +188,21 @@ class SparqlEndpointKB(KnowledgeBase):
                     continue
                 raise EndpointHttpError(e.code, f"the SPARQL endpoint {self.url} answered HTTP {e.code} "
                                                 f"{e.reason}{_error_text(e)}") from None
-            except urllib.error.URLError as e:
-                reason = e.reason
+            except (OSError, http.client.HTTPException) as e:      # (URLError is an OSError)
+                if deadline.passed:
+                    raise LimitError(f"the SPARQL endpoint {self.url} took more than {10 * self.timeout:g} s "
+                                      "to answer (ten times its timeout)") from None
+                reason = e.reason if isinstance(e, urllib.error.URLError) else e
                 if isinstance(reason, (socket.timeout, TimeoutError)):
                     raise LimitError(f"the SPARQL endpoint {self.url} did not answer within "
                                       f"{self.timeout:g} s") from None
-                raise SpaseqError(f"cannot reach the SPARQL endpoint {self.url}: {reason}") from None
-            except (socket.timeout, TimeoutError):
-                raise LimitError(f"the SPARQL endpoint {self.url} did not answer within "
-                                  f"{self.timeout:g} s") from None
-            except (ConnectionError, OSError) as e:
+                if isinstance(e, urllib.error.URLError):
+                    raise SpaseqError(f"cannot reach the SPARQL endpoint {self.url}: {reason}") from None
                 raise SpaseqError(f"lost the connection to the SPARQL endpoint {self.url}: {e}") from None
         raise AssertionError("unreachable")
 
     def _read(self, response) -> bytes:
-        """The answer's body, at most ``max_bytes`` long, within ten times the timeout."""
-        deadline = time.monotonic() + 10 * self.timeout
+        """The answer's body, at most ``max_bytes`` long."""
         chunks, size = [], 0
         while True:
             chunk = response.read1(_CHUNK)
@@ -207,9 +212,6 @@ class SparqlEndpointKB(KnowledgeBase):
             if size > self.max_bytes:
                 raise LimitError(f"the SPARQL endpoint {self.url} sent an answer longer than "
                                   f"{self.max_bytes:,} bytes (raise the limit with #max-bytes=N)")
-            if time.monotonic() > deadline:
-                raise LimitError(f"the SPARQL endpoint {self.url} took more than {10 * self.timeout:g} s "
-                                  "to send its answer (ten times its timeout)")
             chunks.append(chunk)
 
     def results(self, sparql: str) -> ox.QuerySolutions | ox.QueryBoolean:

@@ -255,3 +255,53 @@ class WebhookServer:
         self.server.shutdown()
         self.server.server_close()
         self._thread.join(timeout=5)
+
+
+class HostileHttpServer:
+    """An HTTP endpoint that answers each request with ``200 OK`` and then, for
+    ever, a header line every ``drip`` seconds (each read of the client's comes
+    within its timeout, the answer never), or an endless body when ``drip`` is
+    None.  Counts what it sent (``sent``: chunks)."""
+
+    def __init__(self, drip: float | None = 0.1):
+        self.drip = drip
+        self.sent = 0
+        self._server = socket.create_server((HOST, 0))
+        self.port = self._server.getsockname()[1]
+        self._stop = threading.Event()
+
+    def url(self, path: str = "/") -> str:
+        return f"http://{HOST}:{self.port}{path}"
+
+    def _answer(self, connection: socket.socket) -> None:
+        with connection:
+            try:
+                connection.recv(1 << 16)
+                connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n")
+                if self.drip is None:
+                    connection.sendall(b"\r\n")
+                while not self._stop.is_set():
+                    if self.drip is None:
+                        connection.sendall(b"x" * (1 << 16))
+                    else:
+                        connection.sendall(b"X-Drip: a\r\n")
+                        time.sleep(self.drip)
+                    self.sent += 1
+            except OSError:             # the client shut the connection
+                pass
+
+    def _serve(self) -> None:
+        while not self._stop.is_set():
+            try:
+                connection, _ = self._server.accept()
+            except OSError:
+                return
+            threading.Thread(target=self._answer, args=(connection,), daemon=True).start()
+
+    def __enter__(self) -> HostileHttpServer:
+        threading.Thread(target=self._serve, daemon=True).start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        self._server.close()

@@ -536,7 +536,7 @@ def test_kb_endpoint_reply_bytes_and_time_are_bounded():
         threading.Thread(target=drip, daemon=True).start()
         kb = KnowledgeBase.from_specs([f"sparql:http://127.0.0.1:{dripping.getsockname()[1]}/sparql#timeout=0.2"])
         started = time.monotonic()
-        with pytest.raises(LimitError, match="took more than 2 s to send its answer"):
+        with pytest.raises(LimitError, match=r"took more than 2 s to answer \(ten times its timeout\)"):
             list(kb.select("SELECT * WHERE { ?s ?p ?o }"))
         assert time.monotonic() - started < 20
 

@@ -13,7 +13,7 @@ import time
 import paho.mqtt.client as paho
 import pytest
 
-from brokers import WebhookServer, free_port, mosquitto, mosquitto_program, wait_until  # noqa: F401 (fixtures)
+from brokers import HostileHttpServer, WebhookServer, free_port, mosquitto, mosquitto_program, wait_until  # noqa: F401,E501 (fixtures)
 from helpers import EX, PREFIX, event
 from spaseq_plugin import Engine
 from spaseq_plugin.errors import SpaseqError
@@ -161,32 +161,23 @@ def test_cli_sends_results_to_a_webhook(tmp_path):
 def test_a_webhook_reply_without_end_is_read_no_further_than_its_start():
     """An endpoint that answers 200 with an endless body: the sink read it all, into
     memory (4.7 GB within 15 s).  A reply is now read up to 64 KiB and dropped."""
-    import socket
-    server = socket.create_server(("127.0.0.1", 0))
-    port = server.getsockname()[1]
-    streamed = []
+    with HostileHttpServer(drip=None) as server:
+        sink = WebhookSink(server.url("/hook"), retries=0)
+        started = time.monotonic()
+        sink.post({"time": "t", "bindings": {}})
+        assert sink.sent == 1 and time.monotonic() - started < 30
+        assert server.sent < 1000        # (64 MiB: the kernel's buffers, not the sink's reads)
 
-    def answer_without_end():
-        connection, _ = server.accept()
-        with connection:
-            connection.recv(1 << 16)
-            connection.sendall(b"HTTP/1.1 200 OK\r\nContent-Type: text/plain\r\n\r\n")
-            try:
-                while True:
-                    connection.sendall(b"x" * (1 << 16))
-                    streamed.append(1)
-            except OSError:             # the sink closed the connection
-                pass
 
-    thread = threading.Thread(target=answer_without_end, daemon=True)
-    thread.start()
-    sink = WebhookSink(f"http://127.0.0.1:{port}/hook", retries=0)
-    started = time.monotonic()
-    sink.post({"time": "t", "bindings": {}})
-    thread.join(30)
-    server.close()
-    assert sink.sent == 1 and not thread.is_alive() and time.monotonic() - started < 30
-    assert len(streamed) < 1000        # (64 MiB: the kernel's buffers, not the sink's reads)
+def test_a_webhook_endpoint_dripping_its_headers_is_given_the_timeout_in_all():
+    """Each header line came within the timeout of a read, the answer never: the run
+    waited for ever.  The whole exchange now has the timeout (http_deadline.py)."""
+    with HostileHttpServer(drip=0.1) as server:
+        sink = WebhookSink(server.url("/hook"), retries=1, backoff=0.01, timeout=0.5, report=lambda m: None)
+        started = time.monotonic()
+        with pytest.raises(SpaseqError, match=r"result not delivered: no answer within 0.5 s after 1 retry"):
+            sink.post({"time": "t", "bindings": {}})
+        assert time.monotonic() - started < 5
 
 
 # --------------------------------------------------------------------------

@@ -28,6 +28,7 @@ import pytest
 import rdflib
 
 from spaseq_plugin import Engine, Event, KnowledgeBase, SpaseqError
+from spaseq_plugin.errors import LimitError
 from spaseq_plugin.evaluators.oxigraph import OxigraphEvaluator
 from spaseq_plugin.evaluators.spectra import SpectraEvaluator
 from spaseq_plugin.cli import commands as cli
@@ -35,6 +36,7 @@ from spaseq_plugin.plugins import registry
 from spaseq_plugin.stores.rdflib_store import RdflibKB, load_rdflib_file
 from spaseq_plugin.stores.sparql_endpoint import SparqlEndpointKB, query_form
 
+from brokers import HostileHttpServer
 from helpers import EX, PREFIX, event
 from servers import virtuoso  # noqa: F401  (the session fixture)
 
@@ -360,6 +362,18 @@ def test_query_form():
     assert query_form("PREFIX : <http://x/>\n# hi\nBASE <http://b/> construct { } where { }") == "CONSTRUCT"
     assert query_form("  ask {}") == "ASK"
     assert query_form("PREFIX a: <http://x#> SELECT * {}") == "SELECT"
+
+
+def test_a_sparql_endpoint_dripping_its_headers_is_given_ten_times_its_timeout():
+    """Each header line came within the timeout of a read, the answer never: a GRAPH
+    clause waited for ever.  The whole exchange now has ten times the timeout, as
+    the body had (http_deadline.py)."""
+    with HostileHttpServer(drip=0.1) as server:
+        kb = KnowledgeBase.from_specs([f"sparql:{server.url('/sparql')}#timeout=0.2"])
+        started = time.monotonic()
+        with pytest.raises(LimitError, match=r"took more than 2 s to answer \(ten times its timeout\)"):
+            list(kb.select("SELECT * WHERE { ?s ?p ?o }"))
+        assert time.monotonic() - started < 8
 
 
 class _CappedEndpoint(http.server.BaseHTTPRequestHandler):

@@ -34,6 +34,7 @@ variables, {})`` or ``CallbackSink(function)``.
 
 from __future__ import annotations
 
+import http.client
 import importlib
 import io
 import json
@@ -46,6 +47,7 @@ from urllib.parse import parse_qsl, urldefrag, urlsplit
 
 from ..errors import SpaseqError
 from ..hookspecs import ResultSink, hookimpl
+from ..http_deadline import Deadline, opener
 from ..waits import wait_seconds
 from .formats import JsonLinesWriter
 
@@ -106,8 +108,7 @@ class WebhookSink:
         # A proxy cannot reach this machine's loopback: talk to it directly.
         host = (urlsplit(url).hostname or "").lower()
         loopback = host == "localhost" or host == "::1" or host.startswith("127.")
-        self._open = (urllib.request.build_opener(urllib.request.ProxyHandler({})).open if loopback
-                      else urllib.request.urlopen)
+        self._open = opener(urllib.request.ProxyHandler({})).open if loopback else opener().open
         self.sent = 0           # results delivered
         self.failed = 0         # results given up on
         self.retried = 0        # retries made, in all
@@ -121,18 +122,23 @@ class WebhookSink:
         while True:
             request = urllib.request.Request(self.url, data=data, headers=self.headers, method="POST")
             try:
-                with self._open(request, timeout=self.timeout) as response:
+                # (the whole exchange within the timeout: an endpoint dripping its headers
+                # held the run for ever, each byte within the timeout of a read)
+                with Deadline(self.timeout) as deadline, self._open(request, timeout=self.timeout) as response:
                     response.read(_REPLY_BYTES)
+                    if deadline.passed:         # (its socket shut: the reply read may be cut)
+                        raise TimeoutError
                 self.sent += 1
                 return
             except urllib.error.HTTPError as error:
                 error.close()
                 retryable = error.code >= 500 or error.code in _RETRYABLE_STATUS
                 reason = f"HTTP {error.code} {error.reason}"
-            except (urllib.error.URLError, OSError) as error:
+            except (urllib.error.URLError, OSError, http.client.HTTPException) as error:
                 retryable = True
                 cause = getattr(error, "reason", None) or error
-                reason = getattr(cause, "strerror", None) or str(cause) or type(cause).__name__
+                reason = f"no answer within {self.timeout:g} s" if deadline.passed else \
+                    getattr(cause, "strerror", None) or str(cause) or type(cause).__name__
             attempt += 1
             if not retryable or attempt > self.retries:
                 self.failed += 1
