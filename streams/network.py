@@ -32,8 +32,10 @@ TCP
 ``tcp://HOST:PORT``: **spaseq is the client**: it connects to a server that
 sends events, as ``nc -l 5000 < events.trig`` or any program does.
 ``tcp://HOST:PORT?listen=1``: spaseq listens (binds HOST:PORT, port 0 picks
-a free one) and reads the connections that producers open, one after the
-other; ``connections=N`` ends the stream after N of them.
+a free one) and reads the connections that producers open, all at once,
+their events merged in time order: up to ``max_connections`` of them (100),
+more wait in the listen backlog until one closes; ``connections=N`` ends the
+stream after N of them.
 
 A client connection that closes (the server ended, crashed or the network
 dropped) is retried with exponential backoff: ``backoff`` seconds (0.5),
@@ -55,7 +57,8 @@ idle_timeout=30``) and default to the run's ``max_events`` and
 
 Options of a location's query string: ``format`` (trig, nq, auto),
 ``max_events``, ``idle_timeout``, ``retries``, ``backoff``, ``max_backoff``,
-``connect_timeout``, and for TCP ``listen`` and ``connections``.  An unknown
+``connect_timeout``, and for TCP ``listen``, ``connections`` and
+``max_connections``.  An unknown
 option is an error.
 """
 
@@ -103,6 +106,7 @@ _READ_BYTES = 1 << 16
 _POLL = 0.2                     # how often blocked threads look at the stop flag
 _SNIFF_LIMIT = 1 << 16          # undecided after this many bytes: TriG
 _QUEUE_SIZE = 10_000            # items a producer may run ahead of the engine
+MAX_CONNECTIONS = 100           # connections a listening tcp source reads at once (max_connections)
 _QUIET_AFTER = 0.2              # an input silent this long holds the others back no more
 _DRAIN_SECONDS = 10 * _POLL     # how long a cut input's producer may take to hand over the rest
 
@@ -323,6 +327,27 @@ def read_text(data: bytes | Iterable[bytes], where: str, stream: str,
 # --------------------------------------------------------------------------
 # Live sources: a producer thread, a queue, limits
 # --------------------------------------------------------------------------
+
+class _Readiness:
+    """Whether a file descriptor has bytes (or its end, or an error) to read, waiting
+    at most a timeout: poll(2), which takes a descriptor of any number, where
+    select(2) fails from 1024 on (FD_SETSIZE: a run with many files or connections
+    open lost the connections past it); select where there is no poll (Windows)."""
+
+    def __init__(self, fd: int):
+        self.fd = fd
+        self._poll = None
+        if hasattr(select, "poll"):
+            self._poll = select.poll()
+            self._poll.register(fd, select.POLLIN | select.POLLPRI)
+        else:
+            select.select([fd], [], [], 0)      # (ValueError or OSError: not selectable)
+
+    def ready(self, timeout: float) -> bool:
+        if self._poll is not None:
+            return bool(self._poll.poll(timeout * 1000))
+        return bool(select.select([self.fd], [], [], timeout)[0])
+
 
 def _stderr_report(message: str) -> None:
     print(f"spaseq: {message}", file=sys.stderr, flush=True)
@@ -556,6 +581,18 @@ class LiveSource(Reconnecting):
 
     # -- the producer side --------------------------------------------------
 
+    def wait_for_bytes(self, readiness: _Readiness, reader: TextReader) -> bool:
+        """Wait until there is something to read (False: the source stops meanwhile); the
+        reader hears of a pause in the input (``TextReader.idle``).  Waits a slice of time
+        at a time: a blocked read could not see the stop flag."""
+        if readiness.ready(0):
+            return True
+        reader.idle()
+        while not self.stopping:
+            if readiness.ready(_POLL):
+                return True
+        return False
+
     def emit(self, item: Event | EventError, channel=None) -> None:
         """Pass an item to the consumer (waits while the queue is full).
         ``channel`` names the input it comes from when there are several."""
@@ -622,26 +659,20 @@ class StdinSource(LiveSource):
         reader = TextReader(self.name, self.stream, self.options.rdf_format,
                             base=Path.cwd().as_uri() + "/")
         try:
-            fd = f.fileno()
-            select.select([fd], [], [], 0)
+            readiness = _Readiness(f.fileno())
         except (AttributeError, OSError, ValueError):
-            fd = None
+            readiness = None
         read = getattr(f, "read1", None) or f.read
 
         def chunks() -> Iterator[bytes]:
-            # A file descriptor is waited on with select, a slice of time at a time, and
-            # read with os.read: a blocked read could not see the stop flag, and a thread
-            # blocked inside a buffered file object at exit aborts the interpreter.
+            # A file descriptor is waited on (wait_for_bytes) and read with os.read: a
+            # thread blocked inside a buffered file object at exit aborts the interpreter.
             self.connected.set()
             while not self.stopping:
-                if fd is not None:
-                    if not select.select([fd], [], [], 0)[0]:
-                        reader.idle()
-                        while not self.stopping and not select.select([fd], [], [], _POLL)[0]:
-                            pass
-                        if self.stopping:
-                            return
-                    data = os.read(fd, _READ_BYTES)
+                if readiness is not None:
+                    if not self.wait_for_bytes(readiness, reader):
+                        return
+                    data = os.read(readiness.fd, _READ_BYTES)
                 else:
                     data = read(_READ_BYTES)
                 if not data:
@@ -678,11 +709,12 @@ class TcpSource(LiveSource):
     """Events read from TCP connections (client by default, or listening)."""
 
     def __init__(self, host: str, port: int, stream: str, options: LiveOptions,
-                 listen: bool = False, connections: int | None = None):
+                 listen: bool = False, connections: int | None = None, max_connections: int = 0):
         super().__init__(f"tcp://{_show_host(host)}:{port}", stream, options)
         self.host, self.port = host, port
         self.listen = listen
         self.connections = connections
+        self.max_connections = max_connections or MAX_CONNECTIONS
         self.connection_count = 0
         self._sockets: set[socket.socket] = set()       # the connections being read
         self._lock = threading.Lock()
@@ -737,6 +769,12 @@ class TcpSource(LiveSource):
         while not self.stopping:
             if self.connections is not None and self.connection_count >= self.connections:
                 break
+            readers = [thread for thread in readers if thread.is_alive()]
+            if len(readers) >= self.max_connections:
+                # (not accepted: a sender waits in the listen backlog; a thread each
+                # for thousands starved the engine of the interpreter's lock)
+                readers[0].join(_POLL)
+                continue
             try:
                 sock, peer = server.accept()
             except TimeoutError:
@@ -778,18 +816,15 @@ class TcpSource(LiveSource):
         where = f"{self.name}#{number or self.connection_count}"
         reader = TextReader(where, self.stream, self.options.rdf_format, base=self.name + "/")
         state = {"got": False, "error": None}
+        readiness = _Readiness(sock.fileno())
         with self._lock:
             self._sockets.add(sock)
 
         def chunks() -> Iterator[bytes]:
             while not self.stopping:
                 try:
-                    if not select.select([sock], [], [], 0)[0]:
-                        reader.idle()
-                        while not self.stopping and not select.select([sock], [], [], _POLL)[0]:
-                            pass
-                        if self.stopping:
-                            return
+                    if not self.wait_for_bytes(readiness, reader):
+                        return
                     data = sock.recv(_READ_BYTES)
                 except (OSError, ValueError) as e:
                     state["error"] = e
@@ -840,18 +875,21 @@ def open_tcp(location: str, stream: str, *, report=None) -> TcpSource:
     where = f"tcp://{_show_host(host)}:{port}"
     if port is None:
         raise SpaseqError(f"{where}: no port (expected tcp://HOST:PORT)")
-    options = LiveOptions.from_query(query, where, extra_keys=("listen", "connections"))
+    options = LiveOptions.from_query(query, where, extra_keys=("listen", "connections", "max_connections"))
     if report is not None:
         options.report = report
     listen = options.extra.pop("listen", "0").lower() not in ("0", "no", "false")
-    connections = options.extra.pop("connections", None)
-    try:
-        connections = _positive_int(connections) if connections is not None else None
-    except ValueError as e:
-        raise SpaseqError(f"{where}: option connections: {e}") from None
-    if connections is not None and not listen:
-        raise SpaseqError(f"{where}: connections= is for listen=1")
-    return TcpSource(host, port, stream, options, listen=listen, connections=connections)
+    counts = {}
+    for name in ("connections", "max_connections"):
+        value = options.extra.pop(name, None)
+        try:
+            counts[name] = _positive_int(value) if value is not None else None
+        except ValueError as e:
+            raise SpaseqError(f"{where}: option {name}: {e}") from None
+        if value is not None and not listen:
+            raise SpaseqError(f"{where}: {name}= is for listen=1")
+    return TcpSource(host, port, stream, options, listen=listen, connections=counts["connections"],
+                     max_connections=counts["max_connections"] or MAX_CONNECTIONS)
 
 
 @hookimpl

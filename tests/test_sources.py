@@ -388,6 +388,49 @@ def test_merge_arrival_stop_reading_ends_a_source_that_cannot_stop_itself():
     assert [(e.reason, e.message) for e in errors] == [("truncated", "stopped: the text from line 3 on is lost")]
 
 
+def test_a_connection_on_a_descriptor_past_1024_is_read():
+    """select(2) fails on a descriptor of 1024 or more (FD_SETSIZE): with that many
+    files open, each connection was 'lost' at once, its events with it."""
+    import resource
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if hard != resource.RLIM_INFINITY and hard < 1200:
+        pytest.skip(f"the hard limit on open files here is {hard}")
+    resource.setrlimit(resource.RLIMIT_NOFILE, (max(soft, 1200), hard))
+    held = [os.open(os.devnull, os.O_RDONLY) for _ in range(1100)]
+    server = EventServer(greeting=(trig(1) + trig(2)).encode()).start()
+    try:
+        source = open_tcp(f"//127.0.0.1:{server.port}?idle_timeout=0.5", S, report=lambda m: None)
+        items = list(source)
+    finally:
+        server.stop()
+        for fd in held:
+            os.close(fd)
+        resource.setrlimit(resource.RLIMIT_NOFILE, (soft, hard))
+    assert times(items) == [1, 2] and source.failures == 0
+
+
+def test_a_listening_source_reads_at_most_max_connections_at_once():
+    """A thread per connection, without bound: a thousand idle connections starved
+    the engine of the interpreter's lock (a stop took minutes).  Past the bound, a
+    sender waits in the listen backlog until a connection closes."""
+    source = open_tcp("//127.0.0.1:0?listen=1&max_connections=2&idle_timeout=3", S, report=lambda m: None)
+    collected = Collector(source)
+    producers = [socket.create_connection(("127.0.0.1", source.port), timeout=5) for _ in range(3)]
+    try:
+        wait_until(lambda: source.connection_count == 2, what="two connections accepted")
+        time.sleep(0.5)
+        assert source.connection_count == 2
+        producers[0].close()
+        wait_until(lambda: source.connection_count == 3, what="the third once the first closed")
+    finally:
+        for producer in producers:
+            producer.close()
+    collected.join()
+    assert collected.error is None
+    with pytest.raises(SpaseqError, match="max_connections= is for listen=1"):
+        open_tcp("//127.0.0.1:1?max_connections=2", S)
+
+
 def test_an_idle_timeout_after_whole_events_rejects_nothing():
     server = EventServer(greeting=(trig(1) + "# the sender pauses here\n\n# ").encode()).start()
     try:
