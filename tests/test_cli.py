@@ -55,6 +55,24 @@ def test_run_jsonl_with_a_bad_event_and_dead_letter(files):
     assert "1 rejected" in p.stderr and "Traceback" not in p.stderr
 
 
+def test_the_dead_letter_file_holds_at_most_its_limit(tmp_path):
+    """A short prefixed name rejected as TriG with full IRIs: a long namespace makes
+    the dead-letter record hundreds of times the text it came from (a disk filled
+    from a small input).  Past --dead-letter-limit, rejections are only counted."""
+    namespace = "http://example.org/" + "n" * 2000 + "#"
+    events = "".join(f':e{t} prov:generatedAtTime {t} .\n:e{t} {{ n:a{t} n:b n:c , n:d , n:e . }}\n'
+                     for t in (5, 4, 3, 2, 1))         # (each older than the one before: out of order)
+    (tmp_path / "s.trig").write_text(f"@prefix : <http://example/> .\n@prefix n: <{namespace}> .\n"
+                                     f"@prefix prov: <http://www.w3.org/ns/prov#> .\n{events}")
+    (tmp_path / "select.rq").write_text(QUERY.format(head="SELECT ?a ?b"))
+    p = spaseq("run", "select.rq", "--stream", "S=s.trig", "--dead-letter", "dead.jsonl",
+               "--dead-letter-limit", "25KiB", cwd=tmp_path)
+    assert p.returncode == 0 and "4 rejected (4 out-of-order)" in p.stderr, p.stderr
+    written = (tmp_path / "dead.jsonl").read_text(encoding="utf-8")
+    assert 0 < len(written.encode()) <= 25 << 10 and written.count("\n") == 2, len(written)
+    assert p.stderr.count("further rejections are counted, not written") == 1, p.stderr
+
+
 @pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full (a device that is always full)")
 @pytest.mark.parametrize("args, redirect, named", [
     (["--output", "/dev/full"], False, "the results to /dev/full"),

@@ -69,6 +69,8 @@ log = logging.getLogger(__name__)
 # bad events must not flood the terminal; -v prints all, --dead-letter keeps all).
 REJECTIONS_PRINTED = 100
 
+DEAD_LETTER_LIMIT = 1 << 30    # bytes of --dead-letter (--dead-letter-limit)
+
 # Memory a run keeps aside to close its outputs and report, should it run out.
 MEMORY_RESERVE = 16 << 20
 OUT_OF_MEMORY = ("out of memory: lower --max-state-memory or --max-runs (docs/limits.md), "
@@ -293,6 +295,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--dead-letter", metavar="FILE",
                      help="write rejected events here, one JSON line each: position, reason, error, graph, "
                           "and the rejected text (cut past 64 KiB, with its length), ready to fix and feed again")
+    run.add_argument("--dead-letter-limit", metavar="SIZE", type=_size, default=DEAD_LETTER_LIMIT,
+                     help="the most the --dead-letter file may hold (default 1GiB; past it rejections are "
+                          "counted, not written: an event rejected as TriG with full IRIs can be many "
+                          "times the text it came from)")
     run.add_argument("--max-statement", metavar="SIZE", type=_size, default=None,
                      help="reject a TriG statement or N-Quads line longer than this, skipping it as it "
                           "streams by (e.g. 64MiB; default 32MiB)")
@@ -435,21 +441,25 @@ def _time_jump(text: str):
 class _DeadLetter:
     """The ``--dead-letter`` file: one JSON line per rejection, with what was
     rejected as text (a TriG or N-Quads statement as read, or the event as
-    TriG with full IRIs), cut past ``TEXT_LIMIT`` characters.  Opened only
-    once the run's arguments have been checked (a usage error leaves an
-    existing file alone)."""
+    TriG with full IRIs), cut past ``TEXT_LIMIT`` characters, up to ``limit``
+    bytes in all.  Opened only once the run's arguments have been checked (a
+    usage error leaves an existing file alone)."""
 
     TEXT_LIMIT = 64 << 10
 
-    def __init__(self, path: str | None, opener=None):
+    def __init__(self, path: str | None, opener=None, limit: int = DEAD_LETTER_LIMIT):
         self.path = path
         self.file: NamedOutput | None = None
         self.opener = opener            # path -> file (--checkpoint: maybe one that goes on)
+        self.limit = limit
+        self.size = 0                   # bytes in the file
+        self.full = False
 
     def open(self) -> None:
         if self.path is not None and self.file is None:
-            self.file = NamedOutput(self.opener(self.path) if self.opener else open(self.path, "w", encoding="utf-8"),
-                                    f"the rejected events to {self.path}")
+            file = self.opener(self.path) if self.opener else open(self.path, "w", encoding="utf-8")
+            self.size = file.tell()
+            self.file = NamedOutput(file, f"the rejected events to {self.path}")
 
     def write(self, error: EventError) -> None:
         if self.path is None:
@@ -469,7 +479,16 @@ class _DeadLetter:
                 record["truncated"] = True
         elif length is not None:
             record["length"] = length            # (too long to keep at all)
-        self.file.write(json.dumps(record, ensure_ascii=False) + "\n")
+        line = json.dumps(record, ensure_ascii=False) + "\n"
+        size = len(line.encode("utf-8"))
+        if self.size + size > self.limit:
+            if not self.full:
+                self.full = True
+                log.warning("--dead-letter %s holds %s bytes, the most --dead-letter-limit allows: further "
+                            "rejections are counted, not written", self.path, f"{self.size:,}")
+            return
+        self.size += size
+        self.file.write(line)
 
     def close(self) -> None:
         if self.file is not None:
@@ -801,7 +820,7 @@ def _run(args) -> int:
                     writers.append(sink.open(location, variables, {}))
         # (last: a usage error must leave an existing dead-letter file alone)
         dead = _DeadLetter(args.dead_letter, None if checkpoints is None else
-                           lambda path: checkpoints.open_file(path, "dead_letter")[0])
+                           lambda path: checkpoints.open_file(path, "dead_letter")[0], args.dead_letter_limit)
         with as_usage_error(f"--dead-letter {args.dead_letter}"):
             dead.open()
         opened.callback(dead.close)
