@@ -58,8 +58,7 @@ idle_timeout=30``) and default to the run's ``max_events`` and
 Options of a location's query string: ``format`` (trig, nq, auto),
 ``max_events``, ``idle_timeout``, ``retries``, ``backoff``, ``max_backoff``,
 ``connect_timeout``, and for TCP ``listen``, ``connections`` and
-``max_connections``.  An unknown
-option is an error.
+``max_connections``.  An unknown option is an error.
 """
 
 from __future__ import annotations
@@ -709,12 +708,12 @@ class TcpSource(LiveSource):
     """Events read from TCP connections (client by default, or listening)."""
 
     def __init__(self, host: str, port: int, stream: str, options: LiveOptions,
-                 listen: bool = False, connections: int | None = None, max_connections: int = 0):
+                 listen: bool = False, connections: int | None = None, max_connections: int = MAX_CONNECTIONS):
         super().__init__(f"tcp://{_show_host(host)}:{port}", stream, options)
         self.host, self.port = host, port
         self.listen = listen
         self.connections = connections
-        self.max_connections = max_connections or MAX_CONNECTIONS
+        self.max_connections = max_connections
         self.connection_count = 0
         self._sockets: set[socket.socket] = set()       # the connections being read
         self._lock = threading.Lock()
