@@ -169,6 +169,19 @@ def test_a_webhook_reply_without_end_is_read_no_further_than_its_start():
         assert server.sent < 1000        # (64 MiB: the kernel's buffers, not the sink's reads)
 
 
+def test_deadlines_finished_do_not_pile_up():
+    """The one watchdog thread keeps a heap of deadlines: those finished long before
+    their time must leave it (a request a millisecond, each with ten times 30 s)."""
+    from spaseq_plugin.http_deadline import Deadline, _watchdog
+    for _ in range(5000):
+        with Deadline(300):
+            pass
+    assert len(_watchdog._heap) < 200
+    with Deadline(0.1) as deadline:
+        time.sleep(0.5)
+    assert deadline.passed
+
+
 def test_a_webhook_endpoint_dripping_its_headers_is_given_the_timeout_in_all():
     """Each header line came within the timeout of a read, the answer never: the run
     waited for ever.  The whole exchange now has the timeout (http_deadline.py)."""
