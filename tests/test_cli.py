@@ -238,6 +238,15 @@ def test_usage_errors_exit_2(files, args, words):
     assert p.returncode == 2 and words in p.stderr and "Traceback" not in p.stderr
 
 
+def test_an_error_line_keeps_its_start_and_end(files):
+    """A location of 70,000 characters was named twice in its error: a line of 140 KB."""
+    p = spaseq("run", "select.rq", "--stream", "S=mqtt://127.0.0.1:1/" + "x" * 70000, cwd=files)
+    line = p.stderr.strip()
+    assert p.returncode == 2 and "\n" not in line and len(line) < 2100, len(line)
+    assert line.startswith("spaseq: --stream S=mqtt://127.0.0.1:1/xxx") and "characters ...]" in line
+    assert line.endswith("topic must be at most 65535 bytes of UTF-8, without NUL"), line[-200:]
+
+
 def test_explain_text_and_dot(files):
     p = spaseq("explain", "select.rq", cwd=files)
     assert "x0 [start]" in p.stdout and "skip-till-next" in p.stdout and "window: 60 s" in p.stdout

@@ -77,6 +77,7 @@ OUT_OF_MEMORY = ("out of memory: lower --max-state-memory or --max-runs (docs/li
                  "or give the process more memory")
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LIMIT = 0, 1, 2, 3    # (130 and 128 + N: cli/stopping.py)
+ERROR_CHARS = 2000      # an error line longer than this keeps its start and its end
 #: seconds between two progress lines when standard error is not a terminal
 PROGRESS_INTERVAL = 5.0
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -135,6 +136,9 @@ def _command(args: argparse.Namespace) -> int:
 
 def _error(message: str) -> None:
     one_line = re.sub(r"\s*\n\s*", " ", message.strip())
+    if len(one_line) > ERROR_CHARS:         # (an argument of megabytes, named twice)
+        keep = ERROR_CHARS // 2
+        one_line = f"{one_line[:keep]} [... {len(one_line) - 2 * keep:,} characters ...] {one_line[-keep:]}"
     print(f"spaseq: {one_line}", file=sys.stderr)
 
 
