@@ -35,7 +35,9 @@ sends events, as ``nc -l 5000 < events.trig`` or any program does.
 a free one) and reads the connections that producers open, all at once,
 their events merged in time order: up to ``max_connections`` of them (100),
 more wait in the listen backlog until one closes; ``connections=N`` ends the
-stream after N of them.
+stream after N of them.  ``connection_idle_timeout=S`` closes a connection
+that sends nothing for S seconds (an event it left half sent is rejected,
+``truncated``): idle connections then cannot hold every slot.
 
 A client connection that closes (the server ended, crashed or the network
 dropped) is retried with exponential backoff: ``backoff`` seconds (0.5),
@@ -57,8 +59,9 @@ idle_timeout=30``) and default to the run's ``max_events`` and
 
 Options of a location's query string: ``format`` (trig, nq, auto),
 ``max_events``, ``idle_timeout``, ``retries``, ``backoff``, ``max_backoff``,
-``connect_timeout``, and for TCP ``listen``, ``connections`` and
-``max_connections``.  An unknown option is an error.
+``connect_timeout``, and for TCP ``listen``, ``connections``,
+``max_connections`` and ``connection_idle_timeout``.  An unknown option is
+an error.
 """
 
 from __future__ import annotations
@@ -580,15 +583,19 @@ class LiveSource(Reconnecting):
 
     # -- the producer side --------------------------------------------------
 
-    def wait_for_bytes(self, readiness: _Readiness, reader: TextReader) -> bool:
-        """Wait until there is something to read (False: the source stops meanwhile); the
-        reader hears of a pause in the input (``TextReader.idle``).  Waits a slice of time
-        at a time: a blocked read could not see the stop flag."""
+    def wait_for_bytes(self, readiness: _Readiness, reader: TextReader, until: float | None = None) -> bool:
+        """Wait until there is something to read (False: the source stops meanwhile, or
+        the monotonic time ``until`` passes); the reader hears of a pause in the input
+        (``TextReader.idle``).  Waits a slice of time at a time: a blocked read could not
+        see the stop flag."""
         if readiness.ready(0):
             return True
         reader.idle()
         while not self.stopping:
-            if readiness.ready(_POLL):
+            wait = _POLL if until is None else min(_POLL, until - time.monotonic())
+            if wait <= 0:
+                return False
+            if readiness.ready(wait):
                 return True
         return False
 
@@ -708,12 +715,14 @@ class TcpSource(LiveSource):
     """Events read from TCP connections (client by default, or listening)."""
 
     def __init__(self, host: str, port: int, stream: str, options: LiveOptions,
-                 listen: bool = False, connections: int | None = None, max_connections: int = MAX_CONNECTIONS):
+                 listen: bool = False, connections: int | None = None, max_connections: int = MAX_CONNECTIONS,
+                 connection_idle_timeout: float | None = None):
         super().__init__(f"tcp://{_show_host(host)}:{port}", stream, options)
         self.host, self.port = host, port
         self.listen = listen
         self.connections = connections
         self.max_connections = max_connections
+        self.connection_idle_timeout = connection_idle_timeout
         self.connection_count = 0
         self._sockets: set[socket.socket] = set()       # the connections being read
         self._lock = threading.Lock()
@@ -814,15 +823,19 @@ class TcpSource(LiveSource):
             self.connection_count += 1
         where = f"{self.name}#{number or self.connection_count}"
         reader = TextReader(where, self.stream, self.options.rdf_format, base=self.name + "/")
-        state = {"got": False, "error": None}
+        state = {"got": False, "error": None, "cut": None}
         readiness = _Readiness(sock.fileno())
+        patience = self.connection_idle_timeout if number is not None else None
         with self._lock:
             self._sockets.add(sock)
 
         def chunks() -> Iterator[bytes]:
             while not self.stopping:
                 try:
-                    if not self.wait_for_bytes(readiness, reader):
+                    until = None if patience is None else time.monotonic() + patience
+                    if not self.wait_for_bytes(readiness, reader, until):
+                        if not self.stopping:
+                            state["cut"] = f"nothing sent for {patience:g} s (connection_idle_timeout)"
                         return
                     data = sock.recv(_READ_BYTES)
                 except (OSError, ValueError) as e:
@@ -835,7 +848,7 @@ class TcpSource(LiveSource):
 
         try:
             sock.settimeout(None)
-            reader.run(chunks(), lambda item: self.emit(item, number), lambda: self.cut)
+            reader.run(chunks(), lambda item: self.emit(item, number), lambda: state["cut"] or self.cut)
         finally:
             with self._lock:
                 self._sockets.discard(sock)
@@ -843,6 +856,8 @@ class TcpSource(LiveSource):
                 sock.close()
             except OSError:
                 pass
+        if state["cut"] is not None:
+            return state["got"], f"{state['cut']}: closed"
         if state["error"] is not None and not self.stopping:
             return state["got"], f"connection lost: {_why(state['error'])}"
         return state["got"], "connection closed by the other side"
@@ -874,21 +889,24 @@ def open_tcp(location: str, stream: str, *, report=None) -> TcpSource:
     where = f"tcp://{_show_host(host)}:{port}"
     if port is None:
         raise SpaseqError(f"{where}: no port (expected tcp://HOST:PORT)")
-    options = LiveOptions.from_query(query, where, extra_keys=("listen", "connections", "max_connections"))
+    listen_options = {"connections": _positive_int, "max_connections": _positive_int,
+                      "connection_idle_timeout": wait_seconds}
+    options = LiveOptions.from_query(query, where, extra_keys=("listen", *listen_options))
     if report is not None:
         options.report = report
     listen = options.extra.pop("listen", "0").lower() not in ("0", "no", "false")
-    counts = {}
-    for name in ("connections", "max_connections"):
+    values = {}
+    for name, parse in listen_options.items():
         value = options.extra.pop(name, None)
         try:
-            counts[name] = _positive_int(value) if value is not None else None
+            values[name] = parse(value) if value is not None else None
         except ValueError as e:
             raise SpaseqError(f"{where}: option {name}: {e}") from None
         if value is not None and not listen:
             raise SpaseqError(f"{where}: {name}= is for listen=1")
-    return TcpSource(host, port, stream, options, listen=listen, connections=counts["connections"],
-                     max_connections=counts["max_connections"] or MAX_CONNECTIONS)
+    return TcpSource(host, port, stream, options, listen=listen, connections=values["connections"],
+                     max_connections=values["max_connections"] or MAX_CONNECTIONS,
+                     connection_idle_timeout=values["connection_idle_timeout"])
 
 
 @hookimpl

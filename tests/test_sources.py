@@ -431,6 +431,36 @@ def test_a_listening_source_reads_at_most_max_connections_at_once():
         open_tcp("//127.0.0.1:1?max_connections=2", S)
 
 
+def test_connection_idle_timeout_frees_the_slot_of_a_silent_connection():
+    """With every max_connections slot held by connections that send nothing, the
+    producers behind them were never read.  connection_idle_timeout closes such a
+    connection, rejecting the event it left half sent."""
+    reports: list[str] = []
+    source = open_tcp("//127.0.0.1:0?listen=1&connections=2&max_connections=1&connection_idle_timeout=0.5",
+                      S, report=reports.append)
+    collected = Collector(source)
+    silent = socket.create_connection(("127.0.0.1", source.port), timeout=5)
+    silent.sendall((trig(1) + trig(2)[:40]).encode())
+    wait_until(lambda: source.connection_count == 1, what="the silent connection accepted")
+    behind = socket.create_connection(("127.0.0.1", source.port), timeout=5)
+    behind.sendall(trig(3).encode())
+    try:
+        wait_until(lambda: source.connection_count == 2, what="the connection behind it accepted")
+        behind.close()
+        collected.join()
+    finally:
+        silent.close()
+        behind.close()
+    assert collected.error is None
+    assert sorted(item.time for item in collected.items if isinstance(item, Event)) == [1, 3]
+    errors = [item for item in collected.items if not isinstance(item, Event)]
+    assert [(e.reason, e.message) for e in errors] == [
+        ("truncated", "nothing sent for 0.5 s (connection_idle_timeout): the text from line 3 on is lost")]
+    assert f"{source.name}: connection 1: nothing sent for 0.5 s (connection_idle_timeout): closed" in reports
+    with pytest.raises(SpaseqError, match="connection_idle_timeout= is for listen=1"):
+        open_tcp("//127.0.0.1:1?connection_idle_timeout=2", S)
+
+
 def test_an_idle_timeout_after_whole_events_rejects_nothing():
     server = EventServer(greeting=(trig(1) + "# the sender pauses here\n\n# ").encode()).start()
     try:
