@@ -225,6 +225,7 @@ def skip_items(source: Iterable[Event | EventError], count: int) -> Iterator[Eve
 
 
 _MANIFEST_LINE = re.compile(r"<([^<>\s]+)>\s+<([^<>]+)>\s+(\d+)(?:\s+#.*)?")
+MANIFEST_CHARS = 16 << 20       # the longest manifest read (it names files: /dev/zero filled the memory)
 
 
 def read_manifest(path: str) -> list[tuple[str, str, int]]:
@@ -240,7 +241,11 @@ def read_manifest(path: str) -> list[tuple[str, str, int]]:
     base = os.path.dirname(path)
     entries = []
     with open(path, encoding="utf-8-sig") as f:       # (-sig: past a byte order mark)
-        for number, text in enumerate(f, start=1):
+        whole = f.read(MANIFEST_CHARS + 1)
+        if len(whole) > MANIFEST_CHARS:
+            raise EventError(f"manifest longer than {MANIFEST_CHARS:,} characters: a manifest names "
+                             "stream files, a line each", path)
+        for number, text in enumerate(whole.splitlines(), start=1):
             if not text.strip() or text.lstrip().startswith("#"):
                 continue
             match = _MANIFEST_LINE.fullmatch(text.strip())

@@ -247,6 +247,18 @@ def test_an_error_line_keeps_its_start_and_end(files):
     assert line.endswith("topic must be at most 65535 bytes of UTF-8, without NUL"), line[-200:]
 
 
+@pytest.mark.skipif(not os.path.exists("/dev/zero"), reason="needs /dev/zero (a file without end)")
+@pytest.mark.parametrize("args, words", [
+    (["run", "/dev/zero", "--stream", "S=s.trig"], "cannot read query /dev/zero: longer than 16 MiB"),
+    (["explain", "/dev/zero"], "cannot read query /dev/zero: longer than 16 MiB"),
+    (["run", "select.rq", "--manifest", "/dev/zero"], "manifest longer than 16,777,216 characters"),
+])
+def test_a_query_or_manifest_without_end_is_refused(files, args, words):
+    """Read whole into memory: /dev/zero filled 24 GB, and the kernel killed the run."""
+    p = spaseq(*args, cwd=files)
+    assert p.returncode == 2 and words in p.stderr and "Traceback" not in p.stderr, p.stderr
+
+
 def test_explain_text_and_dot(files):
     p = spaseq("explain", "select.rq", cwd=files)
     assert "x0 [start]" in p.stdout and "skip-till-next" in p.stdout and "window: 60 s" in p.stdout

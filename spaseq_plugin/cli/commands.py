@@ -78,6 +78,7 @@ OUT_OF_MEMORY = ("out of memory: lower --max-state-memory or --max-runs (docs/li
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LIMIT = 0, 1, 2, 3    # (130 and 128 + N: cli/stopping.py)
 ERROR_CHARS = 2000      # an error line longer than this keeps its start and its end
+QUERY_BYTES = 16 << 20  # the longest query read (a query is text: /dev/zero filled the memory)
 #: seconds between two progress lines when standard error is not a terminal
 PROGRESS_INTERVAL = 5.0
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -533,16 +534,20 @@ def _plugins(args) -> int:
 
 
 def _read_query(path: str) -> str:
+    """The query's text, read from the file or ``-`` (standard input), at most QUERY_BYTES."""
     try:
         if path == "-":
-            if not hasattr(sys.stdin, "buffer"):        # a text stream put in its place
-                return sys.stdin.read()
-            data = sys.stdin.buffer.read()
+            stream = getattr(sys.stdin, "buffer", sys.stdin)      # (or a text stream put in its place)
+            data = stream.read(QUERY_BYTES + 1)
         else:
             with open(path, "rb") as f:
-                data = f.read()
+                data = f.read(QUERY_BYTES + 1)
     except OSError as e:
         raise UsageError(f"cannot read query {path}: {e.strerror}") from None
+    if len(data) > QUERY_BYTES:
+        raise UsageError(f"cannot read query {path}: longer than {QUERY_BYTES >> 20} MiB")
+    if isinstance(data, str):
+        return data
     try:
         return data.decode("utf-8")
     except UnicodeDecodeError as e:
