@@ -33,6 +33,7 @@ import pyoxigraph as ox
 
 from ..errors import QueryError, SpaseqError
 from ..language.compiler import compile_query
+from ..language.limits import read_query_file
 from .oxigraph import open_rdf_file, rdf_format
 
 PROGRESS_EVERY = 1_000_000
@@ -350,11 +351,7 @@ def keep_filter_for(query_paths: list[str]) -> KeepFilter:
     """The :class:`KeepFilter` of SPASEQ query files, from their GPMs' GRAPH patterns."""
     pairs: set[tuple[str | None, str | None]] = set()
     for path in query_paths:
-        try:
-            with open(path, encoding="utf-8") as f:
-                text = f.read()
-        except OSError as e:
-            raise SpaseqError(f"cannot read the query file {path}: {e.strerror or e}") from None
+        text = read_query_file(path)
         try:
             compiled = compile_query(text)
         except QueryError as e:

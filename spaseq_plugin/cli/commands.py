@@ -38,7 +38,7 @@ import time
 from .. import __version__
 from ..compiled import describe as describe_build
 from ..language.compiler import CompiledQuery, compile_query
-from ..language.limits import DEFAULT_MAX_NESTING, DEFAULT_SERVICE_TIMEOUT, QueryLimits
+from ..language.limits import DEFAULT_MAX_NESTING, DEFAULT_SERVICE_TIMEOUT, QueryLimits, read_query_file
 from ..runtime.engine import Engine, prepare_collector, query_warnings
 from ..runtime.nfa_runtime import DEFAULT_MAX_RUNS, DEFAULT_MAX_STATE_BYTES, POLICIES, StateLimits
 from ..errors import EventError, LimitError, QueryError, SpaseqError, StateLimitError, UsageError, as_usage_error
@@ -78,7 +78,6 @@ OUT_OF_MEMORY = ("out of memory: lower --max-state-memory or --max-runs (docs/li
 
 EXIT_OK, EXIT_FAILED, EXIT_USAGE, EXIT_LIMIT = 0, 1, 2, 3    # (130 and 128 + N: cli/stopping.py)
 ERROR_CHARS = 2000      # an error line longer than this keeps its start and its end
-QUERY_BYTES = 16 << 20  # the longest query read (a query is text: /dev/zero filled the memory)
 #: seconds between two progress lines when standard error is not a terminal
 PROGRESS_INTERVAL = 5.0
 LOG_LEVELS = ("debug", "info", "warning", "error")
@@ -533,32 +532,9 @@ def _plugins(args) -> int:
     return 0
 
 
-def _read_query(path: str) -> str:
-    """The query's text, read from the file or ``-`` (standard input), at most QUERY_BYTES."""
-    try:
-        if path == "-":
-            stream = getattr(sys.stdin, "buffer", sys.stdin)      # (or a text stream put in its place)
-            data = stream.read(QUERY_BYTES + 1)
-        else:
-            with open(path, "rb") as f:
-                data = f.read(QUERY_BYTES + 1)
-    except OSError as e:
-        raise UsageError(f"cannot read query {path}: {e.strerror}") from None
-    if len(data) > QUERY_BYTES:
-        raise UsageError(f"cannot read query {path}: longer than {QUERY_BYTES >> 20} MiB")
-    if isinstance(data, str):
-        return data
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as e:
-        before = data[:e.start].decode("utf-8")
-        raise QueryError(f"the query is not UTF-8 text (byte {data[e.start]:#04x})",
-                         before.count("\n") + 1, len(before) - before.rfind("\n")) from None
-
-
 def _explain(args) -> int:
     state_limits = _state_limits(args)
-    compiled = compile_query(_read_query(args.query), _limits(args))
+    compiled = compile_query(read_query_file(args.query), _limits(args))
     kb = _open_kb(args.kb, compiled) if args.kb else None
     for warning in (query_warnings(compiled, kb) if kb is not None else compiled.warnings):
         log.warning(warning)
@@ -743,7 +719,7 @@ def _source_scheme(location: str) -> tuple[str, str]:
 
 
 def _run(args) -> int:
-    query_text = _read_query(args.query)
+    query_text = read_query_file(args.query)
     limits = _limits(args)
     state_limits = _state_limits(args)
     compiled = compile_query(query_text, limits)

@@ -53,6 +53,7 @@ import pyoxigraph as ox
 
 from ..errors import QueryError, SpaseqError, UsageError, as_usage_error
 from ..kb import KnowledgeBase, store_scheme
+from ..language.limits import read_query_file
 from ..stores.loading import (QUAD_FORMATS, OxigraphLoader, RejectsFile, _rate, expand_inputs,
                               keep_filter_for, load_in_process)
 from ..spark.session import require_pyspark
@@ -213,12 +214,7 @@ def cmd_load(args, err: IO[str] | None = None) -> int:
 
 def read_query_text(text: str) -> str:
     if text.startswith("@"):
-        path = text[1:]
-        try:
-            with open(path, encoding="utf-8") as f:
-                return f.read()
-        except OSError as e:
-            raise UsageError(f"cannot read the query file {path}: {e.strerror or e}") from None
+        return read_query_file(text[1:])
     return text
 
 

@@ -26,10 +26,11 @@ it is refused unless :attr:`QueryLimits.allow_service` is set
 from __future__ import annotations
 
 import re
+import sys
 from dataclasses import dataclass
 from decimal import Decimal
 
-from ..errors import QueryError
+from ..errors import QueryError, UsageError
 from ..waits import LONGEST_WAIT
 from .syntax import Pos
 
@@ -40,6 +41,8 @@ DEFAULT_SERVICE_TIMEOUT = 30.0
 # The longest WITHIN window: about 31,700 years, beyond any stream's span; longer ones
 # only risk overflows when windows are added to timestamps or shown as floats.
 MAX_WINDOW_SECONDS = 10 ** 12
+# The longest query file read: a query is text a person writes (/dev/zero filled the memory).
+MAX_QUERY_BYTES = 16 << 20
 
 
 @dataclass(frozen=True)
@@ -158,3 +161,26 @@ def check_window(number: str, scale, pos: Pos) -> None:
                          "(about 31,700 years)", pos.line, pos.column)
 
 
+def read_query_file(path: str) -> str:
+    """A query's text from the file ``path`` (``-``: standard input), at most
+    MAX_QUERY_BYTES: UsageError when it cannot be read or is longer, QueryError at
+    the line and column of a byte that is not UTF-8."""
+    try:
+        if path == "-":
+            stream = getattr(sys.stdin, "buffer", sys.stdin)      # (or a text stream put in its place)
+            data = stream.read(MAX_QUERY_BYTES + 1)
+        else:
+            with open(path, "rb") as f:
+                data = f.read(MAX_QUERY_BYTES + 1)
+    except OSError as e:
+        raise UsageError(f"cannot read query {path}: {e.strerror or e}") from None
+    if len(data) > MAX_QUERY_BYTES:
+        raise UsageError(f"cannot read query {path}: longer than {MAX_QUERY_BYTES >> 20} MiB")
+    if isinstance(data, str):
+        return data
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as e:
+        before = data[:e.start].decode("utf-8")
+        raise QueryError(f"the query is not UTF-8 text (byte {data[e.start]:#04x})",
+                         before.count("\n") + 1, len(before) - before.rfind("\n")) from None
