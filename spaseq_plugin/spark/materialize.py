@@ -44,7 +44,8 @@ import sys
 import time
 from typing import IO
 
-from ..errors import QueryError, SpaseqError, UsageError, as_usage_error
+from ..errors import QueryError, SpaseqError, as_usage_error
+from ..language.limits import read_query_file
 from ..stores.materialized import FORMAT, MANIFEST, GraphBlock, graph_blocks
 from .session import require_pyspark
 
@@ -90,11 +91,7 @@ def cmd_materialize(args, err: IO[str] | None = None) -> int:
     def say(text: str) -> None:
         if not args.quiet:
             print(f"spaseq: {text}", file=err, flush=True)
-    try:
-        with open(args.query, encoding="utf-8") as f:
-            text = f.read()
-    except OSError as e:
-        raise UsageError(f"cannot read query {args.query}: {e.strerror or e}") from None
+    text = read_query_file(args.query)
     with as_usage_error(""):            # bad dumps, an --out that is not ours: the messages name them
         manifest = materialize(text, args.dump, args.out, args.spark_master, say, query_name=args.query)
     tables = len(manifest["blocks"])
