@@ -1653,6 +1653,10 @@ class _Piece:
 
 
 _RELATIVE_IRI = "No scheme found"     # pyoxigraph's error on a relative IRI parsed without a base
+_WHOLE_HEADER = 8 << 10         # prefix declarations parsed whole before each text up to this size
+MAX_PREFIXES = 10_000           # prefixes one text may declare (kept, and parsed again, for all it says after)
+# what may stand before the ':' of a prefixed name (a superset: only declared names count)
+_PREFIX_NAME = re.compile(rb"([^\s:<>\"'{}()\[\],;]*):")
 
 
 class _TrigParser:
@@ -1681,20 +1685,26 @@ class _TrigParser:
                 "syntax error: graph block not closed (no '}' before the next graph "
                 "or the end of the text)", f"{self.where}:{statement.line}", reason="syntax",
                 **_text_of(text)))
+        header, header_lines, used = self._header(text)
         try:
-            parser = ox.parse(input=self.header + text, format=ox.RdfFormat.TRIG, base_iri=self.base)
+            parser = ox.parse(input=header + text, format=ox.RdfFormat.TRIG, base_iri=self.base)
             quads = list(islice(parser, MAX_EVENT_TRIPLES + 1))
         except SyntaxError as error:
             return self._reject(statement, _syntax_error(
-                error, self.where, statement.line, statement.column0, self.header_lines, text))
+                error, self.where, statement.line, statement.column0, header_lines, text))
         except MemoryError:
             return self._reject(statement, _too_large_term(self.where, statement.line, text))
         if len(quads) > MAX_EVENT_TRIPLES:
             return self._reject(statement, EventError(
                 f"statement of more than {MAX_EVENT_TRIPLES:,} triples (--max-event-triples)",
                 f"{self.where}:{statement.line}", reason="too-large", **_text_of(text)))
-        if parser.prefixes != self.prefixes or parser.base_iri != self.base:
-            self._remember(parser.prefixes, parser.base_iri)       # (a directive, maybe after a '.')
+        prefixes = self._prefixes_after(parser.prefixes, used)
+        if (prefixes is not self.prefixes and prefixes != self.prefixes) or parser.base_iri != self.base:
+            if len(prefixes) > MAX_PREFIXES:
+                return self._reject(statement, EventError(
+                    f"more than {MAX_PREFIXES:,} prefixes declared in one text (each is kept for every "
+                    "later statement)", f"{self.where}:{statement.line}", reason="too-large", **_text_of(text)))
+            self._remember(prefixes, parser.base_iri)       # (a directive, maybe after a '.')
         line = statement.line
         if statement.brace is not None:
             line += text.count(b"\n", 0, statement.brace)       # the line of its '{'
@@ -1714,7 +1724,8 @@ class _TrigParser:
         base, as are all later pieces of the text (``relative``).  Another error is
         the one the parse with the base would meet first, at the same place."""
         lines = _newlines(text, 0, len(text))
-        data = self.header + text
+        header, header_lines, used = self._header(text)
+        data = header + text
         try:
             parsed = None
             if not self.relative and self.base is not None:
@@ -1729,15 +1740,18 @@ class _TrigParser:
                 parser = ox.parse(input=data, format=ox.RdfFormat.TRIG, base_iri=self.base)
                 parsed = _group(parser)
         except SyntaxError as error:
-            return _Piece(lines, error_line=max(1, (error.lineno or 1) - self.header_lines))
+            return _Piece(lines, error_line=max(1, (error.lineno or 1) - header_lines))
         except MemoryError:
             return _Piece(lines, error_line=lines)
         runs, stamps, quads = parsed
-        return _Piece(lines, runs, stamps, quads, prefixes=parser.prefixes, base=parser.base_iri or self.base)
+        prefixes = self._prefixes_after(parser.prefixes, used)
+        if len(prefixes) > MAX_PREFIXES:
+            return _Piece(lines, error_line=1)      # (read statement by statement: parse rejects it)
+        return _Piece(lines, runs, stamps, quads, prefixes=prefixes, base=parser.base_iri or self.base)
 
     def adopt(self, piece: _Piece) -> None:
         """The prefixes and base at the end of a piece that was read."""
-        if piece.prefixes != self.prefixes or piece.base != self.base:
+        if (piece.prefixes is not self.prefixes and piece.prefixes != self.prefixes) or piece.base != self.base:
             self._remember(piece.prefixes, piece.base)
 
     def _reject(self, statement: _Statement, error: EventError) -> list[_Unit | EventError]:
@@ -1755,12 +1769,33 @@ class _TrigParser:
         if not label.strip():
             return None                 # '{ ... }' is the default graph
         try:
-            quads = list(ox.parse(input=self.header + label + self._PROBE,
+            quads = list(ox.parse(input=self._header(label)[0] + label + self._PROBE,
                                   format=ox.RdfFormat.TRIG, base_iri=self.base))
         except (SyntaxError, MemoryError):
             return None
         graph = quads[0].graph_name if quads else None
         return None if isinstance(graph, ox.DefaultGraph) else graph
+
+    def _header(self, text: bytes) -> tuple[bytes, int, dict | None]:
+        """The prefix declarations to parse ``text`` after: (them, their lines, the
+        prefixes they declare, or None for all of them).  Past _WHOLE_HEADER bytes, only
+        those whose names ``text`` shows: a sender that declared a hundred thousand
+        prefixes made every later statement parse them all again (352 events/s)."""
+        if len(self.header) <= _WHOLE_HEADER:
+            return self.header, self.header_lines, None
+        used = {}
+        for name in set(_PREFIX_NAME.findall(text)):
+            key = name.decode("utf-8", "replace")
+            iri = self.prefixes.get(key)
+            if iri is not None:
+                used[key] = iri
+        return b"".join(f"@prefix {name}: <{iri}> .\n".encode() for name, iri in used.items()), len(used), used
+
+    def _prefixes_after(self, parsed: dict[str, str], used: dict | None) -> dict[str, str]:
+        """The prefixes in force after a text parsed with the header of ``used``."""
+        if used is None or parsed == used:
+            return parsed if used is None else self.prefixes
+        return {**self.prefixes, **parsed}      # (a directive in the text)
 
     def _remember(self, prefixes: dict[str, str], base: str | None) -> None:
         if base:
