@@ -46,7 +46,7 @@ from ..events import format_time, parse_time_text
 from ..evaluators.spectra import SpectraEvaluator
 from ..bench.runner import add_bench_parser
 from ..kb import KnowledgeBase
-from .arguments import more_than_zero, seconds, whole_number
+from .arguments import seconds, whole_number
 from .checkpointing import HeaderDiscarded, RunCheckpoints
 from .paths import check_writes
 from .stopping import STOP_TIMEOUT, GracefulStop, Terminated, interrupted_status, stopping_on_signals
