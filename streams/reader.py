@@ -1659,6 +1659,11 @@ MAX_PREFIXES = 10_000           # prefixes one text may declare (kept, and parse
 _PREFIX_NAME = re.compile(rb"([^\s:<>\"'{}()\[\],;]*):")
 
 
+def _declarations(prefixes: dict[str, str]) -> bytes:
+    """``prefixes`` as TriG ``@prefix`` lines, one each (a header to parse a text after)."""
+    return b"".join(f"@prefix {name}: <{iri}> .\n".encode() for name, iri in prefixes.items())
+
+
 class _TrigParser:
     """Parses TriG statements one by one, and pieces of lines at once,
     remembering prefixes and base."""
@@ -1789,7 +1794,7 @@ class _TrigParser:
             iri = self.prefixes.get(key)
             if iri is not None:
                 used[key] = iri
-        return b"".join(f"@prefix {name}: <{iri}> .\n".encode() for name, iri in used.items()), len(used), used
+        return _declarations(used), len(used), used
 
     def _prefixes_after(self, parsed: dict[str, str], used: dict | None) -> dict[str, str]:
         """The prefixes in force after a text parsed with the header of ``used``."""
@@ -1801,5 +1806,5 @@ class _TrigParser:
         if base:
             self.base = base
         self.prefixes = dict(prefixes)
-        self.header = b"".join(f"@prefix {name}: <{iri}> .\n".encode() for name, iri in prefixes.items())
+        self.header = _declarations(prefixes)
         self.header_lines = len(prefixes)

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from decimal import Decimal
 
 from ..errors import QueryError, UsageError
-from ..waits import LONGEST_WAIT
+from ..waits import wait_seconds
 from .syntax import Pos
 
 DEFAULT_MAX_NESTING = 100
@@ -65,10 +65,12 @@ class QueryLimits:
             raise ValueError(f"max_nesting must be an integer from 1 to {MAX_NESTING_CEILING}, "
                              f"not {self.max_nesting!r}")
         timeout = self.service_timeout
-        if isinstance(timeout, bool) or not isinstance(timeout, (int, float)) \
-                or not 0 < timeout <= LONGEST_WAIT:
-            raise ValueError(f"service_timeout must be a positive number of seconds, at most "
-                             f"{LONGEST_WAIT:g}, not {timeout!r}")
+        try:
+            if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):
+                raise ValueError("must be a number of seconds")
+            wait_seconds(timeout)
+        except ValueError as e:
+            raise ValueError(f"service_timeout {e}, not {timeout!r}") from None
 
 
 _TOKEN = re.compile(r"""
