@@ -52,6 +52,7 @@ from typing import IO
 import pyoxigraph as ox
 
 from ..errors import QueryError, SpaseqError, UsageError, as_usage_error
+from ..evaluators.protocol import term_text
 from ..kb import KnowledgeBase, store_scheme
 from ..language.limits import read_query_file
 from ..stores.loading import (QUAD_FORMATS, OxigraphLoader, RejectsFile, _rate, expand_inputs,
@@ -330,7 +331,7 @@ def write_table(out: IO[str], variables, rows) -> int:
 
 
 def _cell(term) -> str:
-    return "" if term is None else str(term)
+    return "" if term is None else term_text(term)
 
 
 def _write_bytes(out: IO[str], data: bytes) -> None:

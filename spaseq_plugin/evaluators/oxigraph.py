@@ -31,7 +31,7 @@ from ..errors import LimitError, SpaseqError
 from ..events import Event
 from ..language.gpm import GpmPattern
 from ..kb import KnowledgeBase
-from .protocol import Solution, Term, gather, gather_shared
+from .protocol import Solution, Term, gather, gather_shared, term_text
 
 EVENT_GRAPH = ox.NamedNode("urn:spaseq:event")
 SKOLEM_GRAPH = ox.NamedNode("urn:spaseq:event:skolem")
@@ -119,7 +119,7 @@ class OxigraphEvaluator:
             store, graph = self._load(event, False, gpm.uses_kb)
             return gather_shared((_solution(s, gpm) for s in self._run(
                 store, injected_query(gpm, [], mappings), graph, gpm)), len(mappings), self._most)
-        skolemised = any(isinstance(m.get(c), ox.BlankNode) for m in mappings for c in columns)
+        skolemised = any(holds_blank_node(m.get(c)) for m in mappings for c in columns)
         store, graph = self._load(event, skolemised, gpm.uses_kb)
         return gather(((int(s[ROW].value), _solution(s, gpm)) for s in self._run(
             store, injected_query(gpm, columns, mappings), graph, gpm)), len(mappings), self._most)
@@ -200,9 +200,18 @@ def _template(gpm: GpmPattern, columns: tuple[str, ...]) -> str:
     return f"{gpm.prologue}\nSELECT * WHERE {{ {values}{gpm.body}\n}}"
 
 
+def holds_blank_node(term) -> bool:
+    """Whether ``term`` is a blank node or a triple term with one inside."""
+    if type(term) is ox.Triple:
+        return holds_blank_node(term.subject) or holds_blank_node(term.object)
+    return type(term) is ox.BlankNode
+
+
 def skolem(term):
     if isinstance(term, ox.BlankNode):
         return ox.NamedNode(_SKOLEM + term.value)
+    if isinstance(term, ox.Triple):         # (a triple term's subject or object may be one)
+        return ox.Triple(skolem(term.subject), term.predicate, skolem(term.object))
     return term
 
 
@@ -213,13 +222,15 @@ def _same(term):
 def unskolem(term):
     if isinstance(term, ox.NamedNode) and term.value.startswith(_SKOLEM):
         return ox.BlankNode(term.value[len(_SKOLEM):])
+    if isinstance(term, ox.Triple):
+        return ox.Triple(unskolem(term.subject), term.predicate, unskolem(term.object))
     return term
 
 
 def _sparql(term: Term | None) -> str:
     if term is None:
         return "UNDEF"
-    return str(skolem(term))
+    return term_text(skolem(term))
 
 
 def _solution(solution: ox.QuerySolution, gpm: GpmPattern) -> Solution:

@@ -9,8 +9,15 @@ import pyoxigraph as ox
 from ..events import Event
 from ..language.gpm import GpmPattern
 
-Term = ox.NamedNode | ox.BlankNode | ox.Literal
+Term = ox.NamedNode | ox.BlankNode | ox.Literal | ox.Triple
 Solution = dict[str, Term]
+
+
+def term_text(term: Term) -> str:
+    """A term in N-Triples and SPARQL syntax: what VALUES, TSV and the checkpoint
+    tables hold.  (pyoxigraph's ``str()`` of a triple term leaves out the ``<<( )>>``
+    around it, though not around the triple terms nested in it.)"""
+    return f"<<( {term} )>>" if type(term) is ox.Triple else str(term)
 
 
 class GpmEvaluator(Protocol):

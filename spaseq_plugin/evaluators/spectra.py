@@ -74,8 +74,8 @@ from rdflib.term import BNode, Literal, URIRef, Variable
 from ..events import Event, may_repeat
 from ..language.filters import NotCompilable, compile_filter, conjuncts, variables
 from ..language.gpm import GpmPattern
-from .oxigraph import OxigraphEvaluator
-from .protocol import Solution, Term, TooManySolutions
+from .oxigraph import OxigraphEvaluator, holds_blank_node
+from .protocol import Solution, Term, TooManySolutions, term_text
 from ..kb import KnowledgeBase, checked_rows, solution_count
 from ..rdflib_terms import rdflib_to_ox, unalias
 from .sparql_values import (MAX_CACHED_TERM_CHARS, RevisitedTermCache, Unsupported, canonical, canonical_literal,
@@ -569,7 +569,9 @@ class SpectraEvaluator:
         """The KB's rows for the event's values ``key``, remembered for the next events
         with them unless one is longer than MAX_CACHED_TERM_CHARS (a key keeps its
         terms alive: distinct large literals must not pile up here either)."""
-        texts = [str(t) for t in key]
+        if any(holds_blank_node(t) for t in key):
+            return _NONE        # an event's blank node is no KB term (and VALUES cannot hold one)
+        texts = [term_text(t) for t in key]
         values = "VALUES (" + " ".join("?" + v for v in join.shared) + ") { (" + " ".join(texts) + ") }"
         rows = [{v: canonical(t) for v, t in solution.items()}
                 for solution in checked_rows(self.kb.select(join.text.replace("%VALUES%", values)),

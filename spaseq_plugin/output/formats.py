@@ -17,6 +17,7 @@ from typing import IO
 import pyoxigraph as ox
 
 from ..errors import UsageError
+from ..evaluators.protocol import term_text
 from ..events import PROV_GENERATED_AT, format_time, time_literal
 from ..hookspecs import ResultSink, hookimpl
 from ..runtime.results import ConstructedEvents, Result, term_to_json
@@ -65,7 +66,7 @@ class DelimitedWriter(Writer):
         time = format_time(result.time, result.is_datetime)
         if self.tsv:
             cells = [str(time_literal(result.time, result.is_datetime))]
-            cells += [str(bindings[v]) if v in bindings else "" for v in self.variables]
+            cells += [term_text(bindings[v]) if v in bindings else "" for v in self.variables]
             if self.with_events:
                 cells.append(str(ox.Literal(_events_text(result))))
             self.out.write("\t".join(cells) + "\n")

@@ -83,9 +83,13 @@ def events_json(result: Result) -> list[dict]:
 
 
 def plain_value(term) -> str:
-    """A term's value as CSV shows it: blank nodes as ``_:label``, nothing for None."""
+    """A term's value as CSV shows it: blank nodes as ``_:label``, a triple term as
+    its three plain values with a space between them (as pyoxigraph writes CSV
+    results), nothing for None."""
     if term is None:
         return ""
     if isinstance(term, ox.BlankNode):
         return "_:" + term.value
+    if isinstance(term, ox.Triple):
+        return " ".join([plain_value(term.subject), plain_value(term.predicate), plain_value(term.object)])
     return term.value

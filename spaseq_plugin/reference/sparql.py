@@ -28,13 +28,24 @@ _SKOLEM = "urn:spaseq:reference:bnode:"
 
 
 def _skolem(term):
+    if isinstance(term, ox.Triple):
+        return ox.Triple(_skolem(term.subject), term.predicate, _skolem(term.object))
     return ox.NamedNode(_SKOLEM + term.value) if isinstance(term, ox.BlankNode) else term
 
 
 def _unskolem(term):
+    if isinstance(term, ox.Triple):
+        return ox.Triple(_unskolem(term.subject), term.predicate, _unskolem(term.object))
     if isinstance(term, ox.NamedNode) and term.value.startswith(_SKOLEM):
         return ox.BlankNode(term.value[len(_SKOLEM):])
     return term
+
+
+def _values_term(term) -> str:
+    """A term as VALUES holds it: a blank node as an IRI, a triple term in ``<<( )>>``
+    (``str()`` leaves them out)."""
+    term = _skolem(term)
+    return f"<<( {term} )>>" if isinstance(term, ox.Triple) else str(term)
 
 
 def values_clause(mu: dict) -> str:
@@ -43,7 +54,7 @@ def values_clause(mu: dict) -> str:
         return ""
     names = sorted(mu)
     return (f"VALUES ({' '.join('?' + n for n in names)}) "
-            f"{{ ({' '.join(str(_skolem(mu[n])) for n in names)}) }}")
+            f"{{ ({' '.join(_values_term(mu[n]) for n in names)}) }}")
 
 
 class Sparql:
@@ -74,7 +85,7 @@ class Sparql:
         key = (body, id(event), frozenset(mu.items()))
         found = self._answers.get(key)
         if found is None:
-            skolemised = any(isinstance(t, ox.BlankNode) for t in mu.values())
+            skolemised = any(_skolem(t) != t for t in mu.values())     # (a blank node, maybe in a triple term)
             text = f"{prologue}\nSELECT * WHERE {{ {values_clause(mu)}\n{body}\n}}"
             rows = self.store.query(text, default_graph=self._graph(event, skolemised),
                                     named_graphs=self.kb_graphs)
@@ -105,7 +116,7 @@ def aggregate(function: str, values: list, distinct: bool, separator: str | None
     if separator is not None:
         escaped = separator.replace("\\", "\\\\").replace('"', '\\"')
         argument += f'; SEPARATOR="{escaped}"'
-    rows = " ".join(f"({_skolem(v)})" for v in values)
+    rows = " ".join(f"({_values_term(v)})" for v in values)
     text = f"SELECT ({function}({argument}) AS ?r) WHERE {{ VALUES (?v) {{ {rows} }} }}"
     for row in ox.Store().query(text):
         return None if row["r"] is None else _unskolem(row["r"])

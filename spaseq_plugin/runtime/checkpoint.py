@@ -55,6 +55,7 @@ import pyoxigraph as ox
 
 from ..errors import UsageError
 from ..events import Event, Time
+from ..evaluators.protocol import term_text
 
 log = logging.getLogger(__name__)
 
@@ -95,11 +96,6 @@ def arguments_hash(arguments: dict) -> str:
 # --------------------------------------------------------------------------
 # Terms, events and mappings as tables
 # --------------------------------------------------------------------------
-
-def term_text(term) -> str:
-    """A term as N-Triples text (a triple term as ``<<( s p o )>>``)."""
-    return f"<<( {term} )>>" if isinstance(term, ox.Triple) else str(term)
-
 
 @contextlib.contextmanager
 def gc_paused():

@@ -23,7 +23,7 @@ from rdflib.term import BNode, Variable
 
 from ..language.compiler import CompiledQuery
 from ..events import Event, Time
-from ..evaluators.protocol import Term
+from ..evaluators.protocol import Term, term_text
 from .nfa_runtime import Match
 from ..language.syntax import Aggregate
 
@@ -284,7 +284,7 @@ _BNODE = "urn:spaseq:bnode:"     # VALUES cannot hold a blank node: it goes in a
 def _sparql_term(term: Term) -> str:
     if isinstance(term, ox.BlankNode):
         return f"<{_BNODE}{term.value}>"
-    return str(term)
+    return term_text(term)
 
 
 def _from_sparql(term: Term | None) -> Term | None:
