@@ -34,7 +34,9 @@ import pyoxigraph as ox
 from ..errors import QueryError, SpaseqError
 from ..language.compiler import compile_query
 from ..language.limits import read_query_file
-from .oxigraph import open_rdf_file, rdf_format
+from ..streams import reader
+from ..streams.reader import term_too_deep
+from .oxigraph import NestingChecked, open_rdf_file, rdf_format
 
 PROGRESS_EVERY = 1_000_000
 LINE_FORMATS = frozenset({ox.RdfFormat.N_TRIPLES, ox.RdfFormat.N_QUADS})
@@ -120,6 +122,10 @@ def parse_lines(lines: list, fmt: ox.RdfFormat, first_line: int = 1) -> tuple[li
     separator = b"\n" if lines and isinstance(lines[0], bytes) else "\n"
     quads: list[ox.Quad] = []
     rejects: list[Reject] = []
+    if term_too_deep(_as_bytes(separator.join(lines))) >= 0:
+        for index, line in enumerate(lines):        # (each line checked, the deep ones rejected)
+            _parse_line(line, fmt, first_line + index, quads, rejects)
+        return quads, rejects
     start, window = 0, len(lines)
     while start < len(lines):
         end = min(len(lines), start + window)
@@ -142,14 +148,23 @@ def parse_lines(lines: list, fmt: ox.RdfFormat, first_line: int = 1) -> tuple[li
 
 
 def _parse_line(line, fmt: ox.RdfFormat, number: int, quads: list, rejects: list) -> None:
+    text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
+    deep = term_too_deep(_as_bytes(line))
+    if deep >= 0:
+        rejects.append(Reject(number, None, f"a triple term nested more than {reader.MAX_TERM_DEPTH} deep "
+                              "(--max-term-depth)", text.rstrip("\r")))
+        return
     try:
         parsed = list(ox.parse(line, fmt))
     except SyntaxError as error:
-        text = line.decode("utf-8", "replace") if isinstance(line, bytes) else line
         rejects.append(Reject(number, getattr(error, "offset", None), _syntax_message(error),
                               text.rstrip("\r")))
         return
     quads.extend(parsed)
+
+
+def _as_bytes(text) -> bytes:
+    return text.encode("utf-8") if isinstance(text, str) else text
 
 
 class QuadRewriter:
@@ -249,7 +264,7 @@ class RdfFileReader:
         started = time.perf_counter()
         batch: list[ox.Quad] = []
         try:
-            for quad in ox.parse(stream, self.format):
+            for quad in ox.parse(NestingChecked(stream, self.path), self.format):
                 batch.append(quad)
                 if len(batch) == BATCH:
                     yield self._finish(batch, True, started)

@@ -15,6 +15,8 @@ import pyoxigraph as ox
 from ..errors import SpaseqError
 from ..hookspecs import KbStore, hookimpl
 from ..kb import KnowledgeBase
+from ..streams import reader
+from ..streams.reader import NestingCheck
 
 RESERVED = "urn:spaseq:event"
 
@@ -51,6 +53,26 @@ def open_rdf_file(path: str):
 _BYTE_ORDER_MARK = "\ufeff".encode()
 
 
+class NestingChecked:
+    """A binary stream checked as pyoxigraph reads it: a triple term nested deeper
+    than ``--max-term-depth`` is an error before the parser, which recurses into
+    triple terms, gets it (streams/reader.py's ``NestingCheck``)."""
+
+    def __init__(self, stream, path: str):
+        self.stream = stream
+        self.path = path
+        self.check = NestingCheck()
+
+    def read(self, size: int = -1) -> bytes:
+        data = self.stream.read(size)
+        line = self.check.feed(data, final=not data)
+        if line is not None:
+            raise SpaseqError(f"{self.path}:{line}: a triple term nested more than {reader.MAX_TERM_DEPTH} "
+                              "deep (--max-term-depth): the file is not read, as the RDF parser recurses "
+                              "into triple terms")
+        return data
+
+
 def read_only_store(path: str) -> ox.Store:
     """The Oxigraph store in directory ``path``, opened read-only."""
     if not os.path.isdir(path):
@@ -83,7 +105,7 @@ class OxigraphKB(KnowledgeBase):
             raise SpaseqError(f"{path}: IRI=PATH puts triples into one graph; this file names its own")
         try:
             with open_rdf_file(path) as f:
-                self.store.bulk_load(f, fmt, to_graph=ox.NamedNode(graph) if graph else None)
+                self.store.bulk_load(NestingChecked(f, path), fmt, to_graph=ox.NamedNode(graph) if graph else None)
         except (OSError, SyntaxError, ValueError, EOFError) as e:
             raise SpaseqError(f"cannot load KB file {path}: {e}") from None
 

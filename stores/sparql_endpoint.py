@@ -50,6 +50,8 @@ from ..hookspecs import KbStore, hookimpl
 from ..kb import KnowledgeBase, solution_count
 from ..runtime.results import term_to_json
 from ..http_deadline import Deadline, opener
+from ..streams import reader
+from ..streams.reader import term_too_deep
 from ..waits import wait_seconds
 
 JSON_RESULTS = "application/sparql-results+json"
@@ -226,6 +228,9 @@ class SparqlEndpointKB(KnowledgeBase):
         if fmt is None:
             raise SpaseqError(f"the SPARQL endpoint {self.url} sent {media or 'no media type'}, "
                               "not SPARQL results (JSON, XML or TSV)")
+        if fmt == ox.QueryResultsFormat.JSON and not _json_nesting_at_most(body, 2 * reader.MAX_TERM_DEPTH + 4) \
+                or fmt == ox.QueryResultsFormat.TSV and term_too_deep(body) >= 0:
+            raise self._too_deep()
         try:
             return _read_results(body, fmt)
         except SyntaxError as e:
@@ -245,11 +250,18 @@ class SparqlEndpointKB(KnowledgeBase):
             fmt = RDF_TYPES.get(media)
             if fmt is None:
                 raise SpaseqError(f"the SPARQL endpoint {self.url} sent {media} for a {query_form(sparql)} query")
+            if term_too_deep(body) >= 0:
+                raise self._too_deep()
             try:
                 return [q.triple for q in ox.parse(body, fmt)]
             except SyntaxError as e:
                 raise SpaseqError(f"cannot read the graph the SPARQL endpoint {self.url} sent: {e}") from None
         return self.results(sparql)
+
+    def _too_deep(self) -> SpaseqError:
+        return SpaseqError(f"the SPARQL endpoint {self.url} answered with triple terms nested more than "
+                           f"{reader.MAX_TERM_DEPTH} deep (--max-term-depth): not read, as the RDF parser "
+                           "recurses into them")
 
     # -- KnowledgeBase ---------------------------------------------------------------------
 
@@ -352,6 +364,24 @@ class SparqlEndpointKB(KnowledgeBase):
         if expected != offset:
             raise SpaseqError(f"the SPARQL endpoint {self.url} gave {offset} of the {expected} triples "
                               f"of graph <{graph}> when paging through them")
+
+
+_JSON_STRING = re.compile(rb'"(?:[^"\\]|\\.)*+"')
+_NOT_BRACES = bytes(c for c in range(256) if c not in b"{}")
+
+
+def _json_nesting_at_most(body: bytes, most: int) -> bool:
+    """Whether the objects of a JSON text nest at most ``most`` deep (a triple term in
+    SPARQL JSON results is two objects in its parent's): each pass over the text's
+    braces, its strings taken out, takes away the innermost pairs, at C speed."""
+    if body.count(b"{") <= most:
+        return True
+    braces = _JSON_STRING.sub(b"", body).translate(None, _NOT_BRACES)
+    for _ in range(most):
+        if b"{}" not in braces:
+            return True
+        braces = braces.replace(b"{}", b"")
+    return b"{}" not in braces
 
 
 def _read_results(body: bytes, fmt: ox.QueryResultsFormat):

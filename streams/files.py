@@ -47,7 +47,7 @@ from ..events import Event, Time
 from ..hookspecs import StreamSource, hookimpl
 from . import reader
 from .reader import (DEFAULT_MAX_TIME_JUMP, DONE_MEMORY, NEAR_GRAPHS, OrderCheck,
-                     check_order, event_reader, parse_line_batch)
+                     check_order, event_reader, parse_line_batch, term_too_deep)
 
 __all__ = [
     "DONE_MEMORY",
@@ -82,13 +82,15 @@ _SETTINGS: dict[str, Time | None] = {"max_time_jump": DEFAULT_MAX_TIME_JUMP}
 def spaseq_configure(config):
     """``max_time_jump`` (``--max-time-jump``: seconds, or infinity for no
     bound; absent or None: a year), ``max_statement`` (``--max-statement``:
-    bytes; absent or None: 32 MiB) and ``max_event_triples``
-    (``--max-event-triples``; absent or None: a million) for every stream of the run."""
+    bytes; absent or None: 32 MiB), ``max_event_triples`` (``--max-event-triples``;
+    absent or None: a million) and ``max_term_depth`` (``--max-term-depth``; absent
+    or None: 64) for every stream of the run."""
     jump = config.get("max_time_jump")
     _SETTINGS["max_time_jump"] = DEFAULT_MAX_TIME_JUMP if jump is None else (
         None if jump == float("inf") else jump)
     reader.MAX_STATEMENT_BYTES = config.get("max_statement") or reader.DEFAULT_MAX_STATEMENT_BYTES
     reader.MAX_EVENT_TRIPLES = config.get("max_event_triples") or reader.DEFAULT_MAX_EVENT_TRIPLES
+    reader.MAX_TERM_DEPTH = config.get("max_term_depth") or reader.DEFAULT_MAX_TERM_DEPTH
 
 
 def order_check() -> OrderCheck:
@@ -431,6 +433,8 @@ def nquads_spans(path: str, size: int) -> list[tuple[int, int, int]]:
 
 def _line_owner(line: bytes):
     """The event an N-Quads line belongs to: its graph, or a default-graph line's subject."""
+    if term_too_deep(line) >= 0:
+        return None
     try:
         quads = list(ox.parse(input=line, format=ox.RdfFormat.N_QUADS))
     except SyntaxError:

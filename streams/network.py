@@ -87,7 +87,7 @@ from ..events import IDLE, Event
 from ..hookspecs import StreamSource, hookimpl
 from ..waits import wait_seconds
 from .files import order_check
-from .reader import EventReader, OrderCheck, event_reader
+from .reader import EventReader, OrderCheck, event_reader, term_too_deep
 from .reorder import ReorderBuffer
 
 __all__ = [
@@ -246,7 +246,7 @@ def sniff_format(head: bytes, at_end: bool) -> ox.RdfFormat | None:
         lines.pop()                                   # not complete yet
     for raw in lines:
         line = raw.strip()
-        if not line or line.startswith(b"#"):
+        if not line or line.startswith(b"#") or term_too_deep(line) >= 0:
             continue
         try:
             quads = list(ox.parse(input=line, format=ox.RdfFormat.N_QUADS))

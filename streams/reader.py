@@ -142,12 +142,15 @@ __all__ = [
     "event_reader",
     "MAX_EVENT_TRIPLES",
     "MAX_STATEMENT_BYTES",
+    "MAX_TERM_DEPTH",
+    "NestingCheck",
     "NEAR_GRAPHS",
     "OrderCheck",
     "check_order",
     "event_text",
     "line_too_long",
     "parse_line_batch",
+    "term_too_deep",
 ]
 
 #: How many other graphs may start between a graph's first block and its
@@ -171,6 +174,15 @@ MAX_STATEMENT_BYTES = DEFAULT_MAX_STATEMENT_BYTES
 #: while read: 32 MiB of them took the process past 2 GB.
 DEFAULT_MAX_EVENT_TRIPLES = 1_000_000
 MAX_EVENT_TRIPLES = DEFAULT_MAX_EVENT_TRIPLES
+
+#: The deepest nesting of RDF 1.2 triple terms (``<<( s p <<( ... )>> )>>``) read
+#: (``--max-term-depth``).  pyoxigraph parses and frees a triple term recursively:
+#: about 17,000 levels, 600 KB of text, overflowed its stack and killed the process
+#: (SIGSEGV); results, checkpoints and SPARQL VALUES write triple terms
+#: recursively too.  A text that nests deeper never reaches pyoxigraph.
+DEFAULT_MAX_TERM_DEPTH = 64
+MAX_TERM_DEPTH = DEFAULT_MAX_TERM_DEPTH
+MOST_TERM_DEPTH = 256        # what --max-term-depth may ask: the writers recurse into triple terms
 
 #: How much of a rejected statement's text a rejection carries (for the
 #: dead-letter file); its full length is given with it.
@@ -503,6 +515,8 @@ class _NQuadsReader(EventReader):
         self.line += lines
         if FAST:
             try:
+                if term_too_deep(text) >= 0:
+                    raise SyntaxError("read line by line: a line nests triple terms too deep")
                 runs, stamps, quads = _group(ox.parse(text, format=ox.RdfFormat.N_QUADS))
             except (SyntaxError, MemoryError):
                 pass
@@ -704,14 +718,19 @@ def parse_line_batch(batch: list[tuple[int, bytes]], rdf_format: ox.RdfFormat,
     """(line number, quad) per quad of N-Triples/N-Quads lines given as (number,
     text), or an ``EventError`` per bad line: one parse for the batch, and line
     by line only when that fails, to find the bad lines and keep the rest."""
+    text = b"".join(line for _, line in batch)
     try:
-        quads = list(ox.parse(input=b"".join(line for _, line in batch), format=rdf_format))
+        quads = list(ox.parse(input=text, format=rdf_format)) if term_too_deep(text) < 0 else None
     except (SyntaxError, MemoryError):
         quads = None
     if quads is not None and len(quads) == len(batch):   # one statement per line
         yield from zip((number for number, _ in batch), quads)
         return
     for number, line in batch:
+        deep = term_too_deep(line)
+        if deep >= 0:
+            yield too_deep_error(where, number, line, deep)
+            continue
         try:
             quads = list(ox.parse(input=line, format=rdf_format))
         except SyntaxError as error:
@@ -746,6 +765,78 @@ def _too_large_term(where: str, line: int, text: bytes, graph: str | None = None
     return EventError(f"a term (IRI or literal) is longer than {_TOKEN_LIMIT >> 20} MiB, the most the "
                       "RDF parser takes", f"{where}:{line}", reason="too-large", graph=graph,
                       **_text_of(text))
+
+
+def term_too_deep(text: bytes) -> int:
+    """Where in ``text`` (TriG, Turtle, N-Quads, N-Triples: from a statement's
+    start) a triple term opens nested more than ``MAX_TERM_DEPTH`` deep, or -1:
+    it can be given to pyoxigraph.  A text without '<<(' costs one search."""
+    if text.find(b"<<(") < 0:
+        return -1
+    return _nesting(text, 0, None)[0]
+
+
+def _nesting(text: bytes, depth: int, quote) -> tuple:
+    """Scan ``text`` from nesting ``depth``, inside a long string of ``quote`` (34 or
+    39) unless None: (where a triple term opens too deep or -1, the depth at the
+    end, the quote of a long string left open at the end or None)."""
+    at = 0
+    while True:
+        if quote is not None:
+            body = _LONG_BODY[quote].match(text, at).end()
+            if not text.startswith(_TRIPLE_QUOTES[quote], body):
+                return -1, depth, quote
+            at, quote = body + 3, None
+        for match in _TERM_NESTING.finditer(text, at):
+            kind = match.lastgroup
+            if kind == "open":
+                depth += 1
+                if depth > MAX_TERM_DEPTH:
+                    return match.start(), depth, None
+            elif kind == "close":
+                depth = max(depth - 1, 0)
+            elif kind == "open_long":
+                quote, at = text[match.start()], match.end()
+                break
+        else:
+            return -1, depth, None
+
+
+class NestingCheck:
+    """:func:`term_too_deep` over a text that comes in chunks (a KB file that
+    pyoxigraph parses whole): each line is scanned once it is complete, and a
+    long string over several lines is followed from one to the next.  The start
+    of a line is kept until its end comes."""
+
+    def __init__(self):
+        self.depth = 0
+        self.quote = None               # in a long string left open: its quote
+        self.line = 1                   # the first line not scanned yet ...
+        self.rest: list[bytes] = []     # ... and what came of it
+
+    def feed(self, chunk: bytes, final: bool = False) -> int | None:
+        """The line where a triple term opens too deep, or None (so far)."""
+        end = len(chunk) if final else chunk.rfind(b"\n") + 1
+        if not end and not final:
+            self.rest.append(chunk)
+            return None
+        text = b"".join(self.rest) + chunk[:end] if self.rest else chunk[:end]
+        self.rest = [chunk[end:]] if end < len(chunk) else []
+        at = -1
+        if self.quote is not None or self.depth or text.find(b"<<(") >= 0 \
+                or text.find(b'"""') >= 0 or text.find(b"'''") >= 0:      # (else nothing to follow)
+            at, self.depth, self.quote = _nesting(text, self.depth, self.quote)
+        if at >= 0:
+            return self.line + text.count(b"\n", 0, at)
+        self.line += text.count(b"\n")
+        return None
+
+
+def too_deep_error(where: str, line: int, text: bytes, at: int) -> EventError:
+    """The rejection of ``text`` (from ``line``) whose triple terms nest too deep at ``at``."""
+    deep_line = line + text.count(b"\n", 0, at)
+    return EventError(f"a triple term nested more than {MAX_TERM_DEPTH} deep, at line {deep_line} "
+                      "(--max-term-depth)", f"{where}:{line}", reason="too-large", **_text_of(text))
 
 
 def line_too_long(where: str, line: int, length: int, head: bytes, graph=None) -> EventError:
@@ -1353,6 +1444,12 @@ _LONG_BODY = {34: re.compile(rb'(?:"{0,2}(?:[^"\\]|\\.))*+', re.S),
               39: re.compile(rb"(?:'{0,2}(?:[^'\\]|\\.))*+", re.S)}
 # (a short string never starts with three quotes: that is a long string)
 _SHORT_STRING = rb'"(?!"")(?:[^"\\\n]|\\.)*+"' rb"|'(?!'')(?:[^'\\\n]|\\.)*+'"
+# A triple term opens with '<<(' and closes with ')>>' (no space inside either);
+# IRIs, strings and comments, which may hold them as text, are skipped whole, and a
+# long string the text leaves open is told (``NestingCheck`` resumes in it).
+_TERM_NESTING = re.compile(rb"(?P<open><<\()|(?P<close>\)>>)|" + _IRI + rb"|" + _LONG_STRING
+                           + rb"|(?P<open_long>\"\"\"|''')|" + _SHORT_STRING + rb"|#[^\r\n]*+", re.S)
+
 # RDF 1.2 annotations {| ... |} are not graph blocks.
 _SKIPPED = b"|".join([_IRI, _LONG_STRING, _SHORT_STRING, rb"#[^\r\n]*+", rb"\\.", rb"\{\||\|\}"])
 # A '.' ends a statement unless, as pyoxigraph reads it, it is inside a
@@ -1690,6 +1787,9 @@ class _TrigParser:
                 "syntax error: graph block not closed (no '}' before the next graph "
                 "or the end of the text)", f"{self.where}:{statement.line}", reason="syntax",
                 **_text_of(text)))
+        deep = term_too_deep(text)
+        if deep >= 0:
+            return self._reject(statement, too_deep_error(self.where, statement.line, text, deep))
         header, header_lines, used = self._header(text)
         try:
             parser = ox.parse(input=header + text, format=ox.RdfFormat.TRIG, base_iri=self.base)
@@ -1729,6 +1829,9 @@ class _TrigParser:
         base, as are all later pieces of the text (``relative``).  Another error is
         the one the parse with the base would meet first, at the same place."""
         lines = _newlines(text, 0, len(text))
+        deep = term_too_deep(text)
+        if deep >= 0:       # (the lines before it may be read so; the careful reading rejects it)
+            return _Piece(lines, error_line=1 + text.count(b"\n", 0, deep))
         header, header_lines, used = self._header(text)
         data = header + text
         try:

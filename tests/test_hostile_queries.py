@@ -488,6 +488,46 @@ def test_kb_endpoint_bad_replies_are_clear_errors(answer, message):
         endpoint.close()
 
 
+def _nested_json(levels: int) -> str:
+    term = '{"type": "uri", "value": "http://b"}'
+    for _ in range(levels):
+        term = ('{"type": "triple", "value": {"subject": {"type": "uri", "value": "http://a"}, '
+                f'"predicate": {{"type": "uri", "value": "http://p"}}, "object": {term}}}}}')
+    return term
+
+
+@pytest.mark.parametrize("media, answer", [
+    ("application/sparql-results+json",
+     '{"head": {"vars": ["o"]}, "results": {"bindings": [{"o": %s}]}}' % _nested_json(100)),
+    ("text/tab-separated-values", "?o\n" + "<<( <http://a> <http://p> " * 100 + "<http://b>" + " )>>" * 100 + "\n"),
+    ("application/n-triples", "<http://x> <http://p> " + "<<( <http://a> <http://p> " * 100 + "<http://b>"
+     + " )>>" * 100 + " .\n"),
+])
+def test_kb_endpoint_answers_nesting_triple_terms_too_deep_are_not_parsed(media, answer):
+    """Some 17,000 levels crash pyoxigraph's parsers (100 do not: a failing check fails here, not the process)."""
+    endpoint = Endpoint(reply=lambda q: (200, media, answer.encode()))
+    try:
+        kb = KnowledgeBase.from_specs([f"sparql:{endpoint.url}"])
+        with pytest.raises(SpaseqError, match="answered with triple terms nested more than 64 deep"):
+            if media == "application/n-triples":
+                kb.query_results("CONSTRUCT WHERE { ?s ?p ?o }")
+            else:
+                list(kb.select("SELECT ?o WHERE { ?s ?p ?o }"))
+    finally:
+        endpoint.close()
+    shallow = answer.replace("<<( <http://a> <http://p> " * 100, "<<( <http://a> <http://p> " * 64) \
+        .replace(" )>>" * 100, " )>>" * 64).replace(_nested_json(100), _nested_json(64))
+    endpoint = Endpoint(reply=lambda q: (200, media, shallow.encode()))
+    try:
+        kb = KnowledgeBase.from_specs([f"sparql:{endpoint.url}"])
+        if media == "application/n-triples":
+            assert len(kb.query_results("CONSTRUCT WHERE { ?s ?p ?o }")) == 1
+        elif media.endswith("json"):        # (TSV results cannot nest triple terms: pyoxigraph refuses them)
+            assert len(list(kb.select("SELECT ?o WHERE { ?s ?p ?o }"))) == 1
+    finally:
+        endpoint.close()
+
+
 def test_kb_endpoint_rows_that_do_not_bind_the_pattern_are_a_clear_error():
     def reply(q):
         if "COUNT" in q:

@@ -1,20 +1,31 @@
 """RDF 1.2 triple terms, ``<<( s p o )>>``: written in every output and query text
-as the syntax says."""
+as the syntax says, and never nested so deep that the parser, which recurses into
+them, overflows its stack (about 17,000 levels killed the process with SIGSEGV)."""
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import io
+import json
+import subprocess
+import sys
 
 import pyoxigraph as ox
 import pytest
+from hypothesis import given, settings, strategies as st
 
 from spaseq_plugin import Engine, Event
 from spaseq_plugin.evaluators.oxigraph import OxigraphEvaluator
 from spaseq_plugin.evaluators.spectra import SpectraEvaluator
 from spaseq_plugin.output.formats import DelimitedWriter
 from spaseq_plugin.runtime.results import Result
+from spaseq_plugin.streams import reader
+from spaseq_plugin.streams.reader import NestingCheck, term_too_deep
 
+from helpers import examples
+
+SPASEQ = [sys.executable, "-m", "spaseq_plugin"]
 EX = "http://example/"
 STREAM = EX + "s"
 A, P = ox.NamedNode("http://a"), ox.NamedNode("http://p")
@@ -25,6 +36,14 @@ WHERE {{ SEQ (A ; B) DEFINE GPM A ON S {{ ?x :price ?p1 }} DEFINE GPM B ON S {{ 
 """
 #: a literal with a comma, a quote and a language, two levels down
 NESTED = ox.Triple(A, P, ox.Triple(ox.NamedNode("http://c"), P, ox.Literal('x,y"z', language="en")))
+
+
+def nested_text(levels: int, innermost: str = "<http://b>") -> str:
+    return "<<( <http://a> <http://p> " * levels + innermost + " )>>" * levels
+
+
+def spaseq(*args, stdin=None):
+    return subprocess.run(SPASEQ + list(args), input=stdin, capture_output=True, text=True, timeout=120)
 
 
 def prices(*objects) -> list[Event]:
@@ -100,3 +119,133 @@ WHERE {{ SEQ (A) DEFINE GPM A ON S {{ ?x :price ?p GRAPH <http://kb/g> {{ ?who <
                                                             (4, ox.NamedNode("http://kb/who"))]
     (join,) = [join for plan in evaluator._plans.values() if plan is not None for join in plan.kb]
     assert join.strategy == "lookup"
+
+
+# -- nested too deep -----------------------------------------------------------------------
+
+def trig(levels: int) -> str:
+    return (f"@prefix : <{EX}> .\n@prefix prov: <http://www.w3.org/ns/prov#> .\n"
+            ":g1 { :s1 :price 10 } :g1 prov:generatedAtTime 1 .\n"
+            f":g2 {{ :s1 :price {nested_text(levels)} }} :g2 prov:generatedAtTime 2 .\n"
+            ":g3 { :s1 :price 12 } :g3 prov:generatedAtTime 3 .\n")
+
+
+def nquads(levels: int) -> str:
+    stamp = '<{g}> <http://www.w3.org/ns/prov#generatedAtTime> "{t}"^^<http://www.w3.org/2001/XMLSchema#integer> .\n'
+    return "".join(f"<{EX}s1> <{EX}price> {o} <{EX}g{t}> .\n" + stamp.format(g=f"{EX}g{t}", t=t)
+                   for t, o in ((1, '"10"'), (2, nested_text(levels)), (3, '"12"')))
+
+
+@pytest.mark.parametrize("fmt, text", [("trig", trig), ("nq", nquads)])
+@pytest.mark.parametrize("from_stdin", [False, True])
+def test_an_event_nesting_triple_terms_too_deep_is_rejected_and_the_stream_goes_on(fmt, text, from_stdin, tmp_path):
+    """30,000 levels (900 KB) killed the process in pyoxigraph's parser."""
+    (tmp_path / "q.rq").write_text(QUERY % "")
+    path = tmp_path / f"s.{fmt}"
+    path.write_text(text(30_000))
+    stream = "S=-" if from_stdin else f"S={path}"        # (stdin: the format is told from the text)
+    p = spaseq("run", str(tmp_path / "q.rq"), "--stream", stream, "--dead-letter", str(tmp_path / "dl.jsonl"),
+               stdin=path.read_text() if from_stdin else None)
+    assert p.returncode == 0, p.stderr
+    assert [json.loads(line)["time"] for line in p.stdout.splitlines()] == [3]
+    assert "1 rejected (1 too-large)" in p.stderr
+    rejected = json.loads((tmp_path / "dl.jsonl").read_text())
+    assert rejected["reason"] == "too-large" and rejected["position"].endswith(":4" if fmt == "trig" else ":3")
+    assert f"nested more than {reader.DEFAULT_MAX_TERM_DEPTH} deep" in rejected["error"]
+
+
+def test_the_depth_limit_and_its_flag(tmp_path):
+    (tmp_path / "q.rq").write_text(QUERY % "")
+    limit = reader.DEFAULT_MAX_TERM_DEPTH
+    for levels, flags, read in [(limit, [], 3), (limit + 1, [], 2), (limit + 1, ["--max-term-depth", str(limit + 1)], 3)]:
+        (tmp_path / "s.trig").write_text(trig(levels))
+        p = spaseq("run", str(tmp_path / "q.rq"), "--stream", f"S={tmp_path / 's.trig'}", *flags)
+        assert p.returncode == 0, p.stderr
+        assert f"{read} events" in p.stderr
+    p = spaseq("run", str(tmp_path / "q.rq"), "--stream", f"S={tmp_path / 's.trig'}",
+               "--max-term-depth", str(reader.MOST_TERM_DEPTH + 1))
+    assert p.returncode == 2 and f"must be at most {reader.MOST_TERM_DEPTH}" in p.stderr
+    p = spaseq("run", str(tmp_path / "q.rq"), "--stream", f"S={tmp_path / 's.trig'}", "--engine", "spark",
+               "--max-term-depth", "10")
+    assert p.returncode == 2 and "--max-term-depth: for --engine stream" in p.stderr, p.stderr
+    p = spaseq("kb", "load", str(tmp_path / "s.trig"), "--into", f"oxigraph:{tmp_path / 'store'}", "--spark",
+               "--max-term-depth", "10")
+    assert p.returncode == 2 and "--max-term-depth: for loading without --spark" in p.stderr, p.stderr
+
+
+def test_at_the_most_the_flag_allows_every_output_writes_the_term(tmp_path):
+    """The writers, the checkpoint tables and the VALUES text recurse into triple
+    terms: ``--max-term-depth`` stops where they still can."""
+    (tmp_path / "q.rq").write_text(QUERY % "FILTER (?p2 != ?p1)")
+    (tmp_path / "s.trig").write_text(trig(reader.MOST_TERM_DEPTH))
+    for fmt in ("jsonl", "json", "csv", "tsv"):
+        checkpoint = [] if fmt == "json" else ["--checkpoint", str(tmp_path / f"ck-{fmt}")]
+        p = spaseq("run", str(tmp_path / "q.rq"), "--stream", f"S={tmp_path / 's.trig'}", "--format", fmt,
+                   "--max-term-depth", str(reader.MOST_TERM_DEPTH), *checkpoint, "--output", str(tmp_path / f"out.{fmt}"))
+        assert p.returncode == 0, (fmt, p.stderr)
+        assert "2 results" in p.stderr
+
+
+@pytest.mark.parametrize("name, text, refused", [
+    ("kb.ttl", '<http://x> <http://p> """long\nstring""" .\n<http://x> <http://q> ' + nested_text(30_000) + " .\n",
+     "kb.ttl:3: a triple term nested more than"),
+    ("kb.nt", '<http://x> <http://p> "ok" .\n<http://x> <http://q> ' + nested_text(30_000) + " .\n",
+     "kb.nt:2: a triple term nested more than"),
+])
+def test_a_kb_file_nesting_too_deep_is_refused_by_run_and_loses_its_line_in_kb_load(name, text, refused, tmp_path):
+    (tmp_path / "q.rq").write_text(QUERY % "")
+    (tmp_path / "s.trig").write_text(trig(1))
+    (tmp_path / name).write_text(text)
+    p = spaseq("run", str(tmp_path / "q.rq"), "--stream", f"S={tmp_path / 's.trig'}",
+               "--kb", f"http://example/kb={tmp_path / name}")
+    assert p.returncode == 2 and refused in p.stderr, p.stderr
+    p = spaseq("kb", "load", str(tmp_path / name), "--into", f"oxigraph:{tmp_path / 'store'}")
+    if name.endswith(".nt"):            # a line format: the line is rejected, the rest loaded
+        assert p.returncode == 0, p.stderr
+        assert "1 bad line rejected" in p.stderr
+        assert "nested more than" in (tmp_path / "store.rejects").read_text()
+    else:
+        assert p.returncode == 2 and refused in p.stderr, p.stderr
+
+
+# -- the check itself ------------------------------------------------------------------------
+
+@contextlib.contextmanager
+def depth_three():
+    kept, reader.MAX_TERM_DEPTH = reader.MAX_TERM_DEPTH, 3
+    try:
+        yield
+    finally:
+        reader.MAX_TERM_DEPTH = kept
+
+
+@depth_three()
+def test_what_holds_the_tokens_as_text_does_not_count_and_cannot_hide_them():
+    assert term_too_deep(nested_text(3).encode()) == -1
+    assert term_too_deep(nested_text(4).encode()) == len("<<( <http://a> <http://p> ") * 3
+    for text in ['<x> <p> "<<(<<(<<(<<(" .', "# <<(<<(<<(<<(\n", "<x#a> <p> '''<<(<<(\n<<(<<(''' ."]:
+        assert term_too_deep(text.encode()) == -1, text
+    # a ')>>' in a comment, or a long string that seems to open where one closes
+    hidden_by_comments = "".join("<<( <http://a> <http://p> # )>>\n" for _ in range(5)) + "<b>" + " )>>" * 5
+    assert term_too_deep(hidden_by_comments.encode()) >= 0
+    across_a_long_string = ':s :p """start\nend""" ; :q ' + nested_text(5) + ' ; :r """x""" .\n'
+    check = NestingCheck()
+    assert check.feed(across_a_long_string[:15].encode()) is None
+    assert check.feed(across_a_long_string[15:].encode()) == 2
+
+
+@settings(max_examples=examples(), deadline=None)
+@given(st.lists(st.sampled_from(["<<( <http://a> <http://p> ", " )>>", '"<<("', "'''\n<<(\n'''", "# <<(\n",
+                                 "<http://x#<<(>", "\n", " <b> "]), max_size=40),
+       st.lists(st.integers(1, 30), max_size=8))
+@depth_three()
+def test_a_text_checked_in_chunks_is_checked_as_the_whole(pieces, cuts):
+    text = "".join(pieces).encode()
+    at = term_too_deep(text)
+    expected = None if at < 0 else 1 + text.count(b"\n", 0, at)
+    check, found, start = NestingCheck(), None, 0
+    for cut in cuts + [len(text)]:
+        found = found or check.feed(text[start:start + cut])
+        start += cut
+    found = found or check.feed(text[start:]) or check.feed(b"", final=True)
+    assert found == expected

@@ -8,8 +8,8 @@ import argparse
 from ..waits import wait_seconds
 
 
-def whole_number(unit: str):
-    """An argument type: a whole number of ``unit``, at least 1."""
+def whole_number(unit: str, most: int | None = None):
+    """An argument type: a whole number of ``unit``, at least 1 (and at most ``most``)."""
     def parse(text: str) -> int:
         try:
             value = int(text)
@@ -17,6 +17,8 @@ def whole_number(unit: str):
             raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of {unit}") from None
         if value < 1:
             raise argparse.ArgumentTypeError(f"{text!r}: must be at least 1")
+        if most is not None and value > most:
+            raise argparse.ArgumentTypeError(f"{text!r}: must be at most {most:,}")
         return value
     return parse
 

@@ -44,6 +44,8 @@ _RESULT_ARGUMENTS = ("stream", "manifest", "kb", "kb_materialized", "events", "o
                      "sink", "start", "lateness", "max_statement", "max_event_triples", "max_time_jump",
                      "max_nesting", "allow_service", "service_timeout", "max_runs", "max_partition_runs",
                      "max_state_memory", "on_limit", "engine")
+# Added since: in the hash only when given, so that the checkpoints of earlier versions resume.
+_RESULT_ARGUMENTS_WHEN_GIVEN = ("max_term_depth",)
 
 
 class RunCheckpoints:
@@ -57,6 +59,8 @@ class RunCheckpoints:
             raise UsageError("--checkpoint: --format json writes one document, whole only when the run ends; "
                              "use jsonl, csv or tsv, which a restarted run can go on writing")
         arguments = {name: getattr(args, name, None) for name in _RESULT_ARGUMENTS}
+        arguments.update({name: getattr(args, name) for name in _RESULT_ARGUMENTS_WHEN_GIVEN
+                          if getattr(args, name, None) is not None})
         arguments["format"] = fmt
         try:
             self.checkpointer = Checkpointer(args.checkpoint, query_text, arguments, args.checkpoint_every)

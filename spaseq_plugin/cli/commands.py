@@ -59,7 +59,7 @@ from ..spark.session import require_pyspark
 from ..runtime.checkpoint import DEFAULT_INTERVAL
 from ..streams.files import merge_streams, read_manifest, read_manifest_streams, skip_items, stream_file_format
 from ..streams.network import LiveOptions, StdinSource, parse_format
-from ..streams.reader import event_text
+from ..streams.reader import DEFAULT_MAX_TERM_DEPTH, MOST_TERM_DEPTH, event_text
 from ..streams.reorder import ReorderBuffer, merge_arrival, parse_lateness
 from ..streams.replay import parse_rate, replay
 
@@ -309,6 +309,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--max-event-triples", metavar="N", type=whole_number("triples"), default=None,
                      help="reject an event (or TriG statement) of more than N triples as soon as it is seen "
                           "to be, dropping the rest of its graph (default 1000000: about 0.5 GB while read)")
+    run.add_argument("--max-term-depth", metavar="N", type=whole_number("levels", MOST_TERM_DEPTH), default=None,
+                     help="reject a statement (or N-Quads line) nesting RDF 1.2 triple terms <<( ... )>> more "
+                          f"than N deep (default {DEFAULT_MAX_TERM_DEPTH}, at most {MOST_TERM_DEPTH}: the RDF "
+                          "parser recurses into them)")
     run.add_argument("--max-time-jump", metavar="DURATION", type=_time_jump, default=None,
                      help="reject an event more than this after the previous event of its stream, so that one "
                           "bad clock does not make the rest of the stream out of order (e.g. 1d, 12h; "
@@ -942,7 +946,8 @@ def _spark_input(args, compiled: CompiledQuery):
         raise UsageError(f"{', '.join(live)}: for live input; --engine spark reads archived stream files")
     for flag, value, default in (("--max-time-jump", args.max_time_jump, "a year"),
                                  ("--max-statement", args.max_statement, "32 MiB"),
-                                 ("--max-event-triples", args.max_event_triples, "1,000,000")):
+                                 ("--max-event-triples", args.max_event_triples, "1,000,000"),
+                                 ("--max-term-depth", args.max_term_depth, str(DEFAULT_MAX_TERM_DEPTH))):
         if value is not None:
             raise UsageError(f"{flag}: for --engine stream (--engine spark keeps the default, {default})")
     streams = []

@@ -58,6 +58,8 @@ from ..language.limits import read_query_file
 from ..stores.loading import (QUAD_FORMATS, OxigraphLoader, RejectsFile, _rate, expand_inputs,
                               keep_filter_for, load_in_process)
 from ..spark.session import require_pyspark
+from ..streams.reader import DEFAULT_MAX_TERM_DEPTH, MOST_TERM_DEPTH
+from .arguments import whole_number
 from .paths import check_writes
 from ..stores.oxigraph import rdf_format
 from ..stores.sparql_endpoint import EndpointHttpError, serialize_solutions
@@ -95,6 +97,10 @@ def add_kb_parser(subparsers) -> argparse.ArgumentParser:
                       help="parse and deduplicate with Spark, then bulk-load the result")
     load.add_argument("--spark-master", metavar="URL",
                       help="Spark master (default: $SPARK_MASTER, else local[*])")
+    load.add_argument("--max-term-depth", metavar="N", type=whole_number("levels", MOST_TERM_DEPTH),
+                      help="reject a line (N-Triples, N-Quads) or refuse a file (Turtle, TriG) nesting RDF 1.2 "
+                           f"triple terms <<( ... )>> more than N deep (default {DEFAULT_MAX_TERM_DEPTH}, "
+                           f"at most {MOST_TERM_DEPTH}: the RDF parser recurses into them)")
     load.add_argument("--quiet", "-q", action="store_true", help="no progress, only errors")
     load.set_defaults(func=cmd_load)
 
@@ -158,6 +164,9 @@ def cmd_load(args, err: IO[str] | None = None) -> int:
             print(f"spaseq: {text}", file=err, flush=True)
     spark = getattr(args, "spark", False)
     if spark:
+        if getattr(args, "max_term_depth", None) is not None:
+            raise UsageError(f"--max-term-depth: for loading without --spark (its workers keep the default, "
+                             f"{DEFAULT_MAX_TERM_DEPTH})")
         require_pyspark("spaseq kb load --spark")
     with as_usage_error(""):                # (the messages name the DUMP)
         files = expand_inputs(args.files)
