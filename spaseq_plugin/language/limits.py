@@ -12,9 +12,11 @@ scanner that knows SPARQL's strings, IRIs and comments and nothing else:
 * the whole query: its brackets ``{ ( [`` (before the SPASEQ grammar reads it);
 * each GPM body and CONSTRUCT template: its brackets, plus, in each
   bracket, the operators and keywords chained there (``&& || + - * / |``,
-  ``OPTIONAL MINUS UNION BIND FILTER GRAPH SERVICE VALUES``, and a group
-  ``{ }`` after another one), each one level, since parsers build a chain
-  of n of them as n nested nodes.
+  the ``.`` between triple patterns, ``OPTIONAL MINUS UNION BIND FILTER
+  GRAPH SERVICE VALUES``, and a group ``{ }`` after another one), each one
+  level, since parsers build a chain of n of them as n nested nodes (rdflib
+  raised RecursionError at about 100 triple patterns in a row, and the GPM
+  went to Oxigraph, whose planning of 3,000 took ten minutes an event).
 
 A text deeper than :attr:`QueryLimits.max_nesting` is refused with a
 :class:`QueryError` at the line and column where the limit is passed.
@@ -82,7 +84,7 @@ _TOKEN = re.compile(r"""
   | (?P<var>[?$][\w\u00B7]*)
   | (?P<number>(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?)
   | (?P<word>[^\W\d][\w.\-\u00B7]*(?::[\w.\-:%\\\u00B7]*)?|:[\w.\-:%\\\u00B7]*)
-  | (?P<chain>&&|\|\||[-+*/|])
+  | (?P<chain>&&|\|\||[-+*/|.])
   | (?P<open>[{(\[])
   | (?P<close>[})\]])
   | (?P<other>.)
@@ -138,8 +140,9 @@ def check_nesting(text: str, limit: int, origin: Pos = Pos(1, 1), *, chains: boo
         if depth > limit:
             at = _position(text, match.start(), origin)
             raise QueryError(f"{what} nests too deeply: {depth} levels here, more than the limit of "
-                             f"{limit} (each bracket is a level, and so is each operator or keyword "
-                             "chained with others inside a bracket; see --max-nesting)",
+                             f"{limit} (each bracket is a level, and so is each operator, keyword or "
+                             "'.' between triple patterns chained with others inside a bracket; see "
+                             "--max-nesting)",
                              at.line, at.column)
     return service
 
