@@ -143,6 +143,20 @@ def test_triple_patterns_in_a_row_count_as_chained():
     compile_query(query(star))
 
 
+def test_kb_query_measures_the_nesting_of_its_sparql(tmp_path):
+    """5,000 nested braces killed ``spaseq kb query`` (SIGSEGV in pyoxigraph's parser)."""
+    (tmp_path / "kb.nt").write_text("<http://x> <http://p> <http://o> .\n")
+    store = f"{tmp_path / 'kb.nt'}"
+    for n, flags, status in [(5000, [], 2), (150, [], 2), (150, ["--max-nesting", "500"], 0)]:
+        (tmp_path / "q.rq").write_text("SELECT * WHERE " + "{ " * n + "?s ?p ?o" + " }" * n)
+        p = spaseq("kb", "query", store, f"@{tmp_path / 'q.rq'}", *flags, cwd=tmp_path)
+        assert p.returncode == status, p.stderr
+        if status == 2:
+            assert "line 1, column 212: the query nests too deeply" in p.stderr, p.stderr
+        else:
+            assert "<http://o>" in p.stdout
+
+
 def test_the_skeleton_is_measured_before_the_grammar_reads_it(tmp_path):
     text = query().replace("SEQ (A ; B+)", "SEQ " + "(" * 5000 + "A ; B+" + ")" * 5000)
     (tmp_path / "q.rq").write_text(text)

@@ -54,7 +54,7 @@ import pyoxigraph as ox
 from ..errors import QueryError, SpaseqError, UsageError, as_usage_error
 from ..evaluators.protocol import term_text
 from ..kb import KnowledgeBase, store_scheme
-from ..language.limits import read_query_file
+from ..language.limits import DEFAULT_MAX_NESTING, MAX_NESTING_CEILING, QueryLimits, check_nesting, read_query_file
 from ..stores.loading import (QUAD_FORMATS, OxigraphLoader, RejectsFile, _rate, expand_inputs,
                               keep_filter_for, load_in_process)
 from ..spark.session import require_pyspark
@@ -112,6 +112,9 @@ def add_kb_parser(subparsers) -> argparse.ArgumentParser:
     query.add_argument("sparql", metavar="SPARQL", help="the query text, or @FILE to read it from a file")
     query.add_argument("--format", "-f", choices=["table", *RESULT_FORMATS], default="table",
                        help="output format (default: table)")
+    query.add_argument("--max-nesting", type=int, default=DEFAULT_MAX_NESTING, metavar="N",
+                       help="refuse a query nested deeper than N levels, as spaseq run does: the SPARQL "
+                            f"parsers recurse (default {DEFAULT_MAX_NESTING}; at most {MAX_NESTING_CEILING})")
     query.set_defaults(func=cmd_query)
     from ..spark.materialize import add_materialize_parser      # (it imports pyspark only when run)
     add_materialize_parser(sub)
@@ -277,6 +280,10 @@ def in_query_order(sparql: str, variables: list) -> list:
 def cmd_query(args, out: IO[str] | None = None) -> int:
     out = out or sys.stdout
     sparql = read_query_text(args.sparql)
+    nesting = getattr(args, "max_nesting", DEFAULT_MAX_NESTING)
+    with as_usage_error("--max-nesting"):
+        QueryLimits(max_nesting=nesting)
+    check_nesting(sparql, nesting)          # (pyoxigraph's parser overflowed its stack: SIGSEGV)
     with as_usage_error("spaseq kb query", (args.store,)):
         kb = KnowledgeBase.from_specs([args.store])
     try:
