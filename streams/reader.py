@@ -1876,6 +1876,8 @@ class _TrigParser:
         """The graph a block label (``<g>``, ``ex:g``, ``GRAPH _:b``...) names."""
         if not label.strip():
             return None                 # '{ ... }' is the default graph
+        if term_too_deep(label) >= 0:
+            return None                 # (not a graph name, and never for the parser)
         try:
             quads = list(ox.parse(input=self._header(label)[0] + label + self._PROBE,
                                   format=ox.RdfFormat.TRIG, base_iri=self.base))

@@ -154,6 +154,14 @@ def test_an_event_nesting_triple_terms_too_deep_is_rejected_and_the_stream_goes_
     assert f"nested more than {reader.DEFAULT_MAX_TERM_DEPTH} deep" in rejected["error"]
 
 
+def test_a_graph_named_by_a_deep_triple_term_is_rejected(tmp_path):
+    """A block's label is parsed alone to name the event it rejects: never a deep one."""
+    (tmp_path / "q.rq").write_text(QUERY % "")
+    (tmp_path / "s.trig").write_text(trig(1).replace(":g2 {", nested_text(30_000) + " {"))
+    p = spaseq("run", str(tmp_path / "q.rq"), "--stream", f"S={tmp_path / 's.trig'}")
+    assert p.returncode == 0 and "1 rejected (1 too-large)" in p.stderr, p.stderr
+
+
 def test_the_depth_limit_and_its_flag(tmp_path):
     (tmp_path / "q.rq").write_text(QUERY % "")
     limit = reader.DEFAULT_MAX_TERM_DEPTH

@@ -388,8 +388,9 @@ def _parser() -> argparse.ArgumentParser:
 def _add_limit_options(command: argparse.ArgumentParser) -> None:
     """What a query may be and do (docs/limits.md)."""
     command.add_argument("--max-nesting", type=int, default=DEFAULT_MAX_NESTING, metavar="N",
-                         help="refuse queries nested deeper than N levels: brackets, and operators chained "
-                              f"inside one (default {DEFAULT_MAX_NESTING}; at most 500)")
+                         help="refuse queries nested deeper than N levels: brackets, and the operators, "
+                              "keywords and '.' between triple patterns chained inside one "
+                              f"(default {DEFAULT_MAX_NESTING}; at most 500)")
     command.add_argument("--allow-service", action="store_true",
                          help="let GPMs use SERVICE, which sends requests to other SPARQL endpoints "
                               "(refused by default)")
