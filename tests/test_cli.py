@@ -2,12 +2,15 @@
 
 import json
 import os
+import re
 import signal
 import subprocess
 import sys
 import time
 
 import pytest
+
+from helpers import EX
 
 SPASEQ = [sys.executable, "-m", "spaseq_plugin"]
 
@@ -383,6 +386,42 @@ def test_a_second_signal_or_the_stop_timeout_stops_a_live_run_at_once(tmp_path, 
     assert "spaseq: terminated (SIGTERM) after 2 events" in err, err
     assert ("took more than 1 s (--stop-timeout)" in err) == (how == "--stop-timeout"), err
     assert (tmp_path / "out.jsonl").read_text().count("\n") == 1
+
+
+@pytest.mark.parametrize("files_too", [False, True])
+def test_a_stopped_run_lets_go_of_an_output_nobody_reads(tmp_path, files_too):
+    """Results to a pipe whose reader stopped reading: after SIGTERM and the stop
+    timeout, closing that output waited for ever (and so did Python's exit, flushing
+    it).  Now it gets what is left of the timeout, at least a second, and the run ends
+    with its summary; an output that takes what it is given (a file) loses nothing."""
+    (tmp_path / "q.rq").write_text(f"""PREFIX : <{EX}>
+SELECT ?p1 ?p2 WITHIN 100 SECONDS FROM STREAM S <{EX}s>
+WHERE {{ SEQ (A : B) DEFINE GPM A ON S {{ ?x :price ?p1 }} DEFINE GPM B ON S {{ ?x :price ?p2 }} }}""")
+    sink = ["--sink", f"csv:{tmp_path / 'also.csv'}"] if files_too else []
+    process = subprocess.Popen(SPASEQ + ["run", "q.rq", "--stream", "S=-", "--stop-timeout", "1", *sink],
+                               cwd=tmp_path, stdin=subprocess.PIPE, stdout=subprocess.PIPE,
+                               stderr=subprocess.PIPE)
+    head = f"@prefix : <{EX}> .\n@prefix prov: <http://www.w3.org/ns/prov#> .\n".encode()
+    process.stdin.write(head + b"".join(f":g{t} {{ :s :price {t} }} :g{t} prov:generatedAtTime {t} .\n".encode()
+                                        for t in range(1, 400)))
+    process.stdin.flush()               # 400 events: some 80,000 results, more than a pipe holds
+    time.sleep(3)
+    assert process.poll() is None
+    started = time.monotonic()
+    process.send_signal(signal.SIGTERM)
+    try:
+        returned = process.wait(timeout=30)
+    finally:
+        process.kill()
+        process.stdin.close()
+    err = process.stderr.read().decode()
+    assert returned == 143 and "Traceback" not in err, (returned, err)
+    assert time.monotonic() - started < 5
+    assert "an output took nothing for 1 s after the stop: what it had not taken is dropped" in err, err
+    assert "spaseq: terminated (SIGTERM) after" in err
+    if files_too:
+        count = int(re.search(r"(\d[\d,]*) results", err).group(1).replace(",", ""))
+        assert (tmp_path / "also.csv").read_text().count("\n") == count + 1
 
 
 @pytest.mark.parametrize("flag", ["--stop-timeout", "--idle-timeout"])

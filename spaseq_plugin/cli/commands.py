@@ -30,6 +30,7 @@ import json
 import logging
 import os
 import re
+import signal
 import stat
 import sys
 import threading
@@ -49,7 +50,8 @@ from ..kb import KnowledgeBase
 from .arguments import seconds, whole_number
 from .checkpointing import HeaderDiscarded, RunCheckpoints
 from .paths import check_writes
-from .stopping import STOP_TIMEOUT, GracefulStop, Terminated, interrupted_status, stopping_on_signals
+from .stopping import (OUTPUT_TIMEOUT, STOP_TIMEOUT, GracefulStop, Terminated, at_most, interrupted_status,
+                       stopping_on_signals)
 from .kb_commands import add_kb_parser
 from ..language.nfa import automaton_svg
 from ..output.formats import FORMATS, check_format
@@ -873,7 +875,10 @@ def _run(args) -> int:
         finally:
             progress.done()
         for writer in writers:
-            writer.close()
+            if interrupted is None:
+                writer.close()
+            else:
+                _close_after_stop(writer, interrupted, graceful, args.stop_timeout or STOP_TIMEOUT)
         if checkpoints is not None and not interrupted and stopped is None:
             checkpoints.finish()
     if not args.quiet:
@@ -881,6 +886,25 @@ def _run(args) -> int:
     if stopped is not None:
         raise stopped
     return interrupted_status(interrupted) if interrupted else EXIT_OK
+
+
+def _close_after_stop(writer, stop: KeyboardInterrupt, graceful: GracefulStop | None, timeout: float) -> None:
+    """Close an output after a stop, within what is left of the stop's timeout (at least
+    OUTPUT_TIMEOUT).  One that takes nothing that long is let go: its descriptor goes to
+    /dev/null, so that what it holds is dropped, not waited for (here or at exit)."""
+    since = graceful.since if graceful is not None and graceful.since is not None else time.monotonic()
+    seconds = max(OUTPUT_TIMEOUT, timeout - (time.monotonic() - since))
+    try:
+        with at_most(seconds, getattr(stop, "signum", signal.SIGINT)):
+            writer.close()
+    except KeyboardInterrupt:
+        log.warning("an output took nothing for %.3g s after the stop: what it had not taken is dropped",
+                    seconds)
+        with contextlib.suppress(AttributeError, OSError, ValueError):
+            fileno = writer.out.fileno()
+            devnull = os.open(os.devnull, os.O_WRONLY)
+            os.dup2(devnull, fileno)
+            os.close(devnull)
 
 
 def _check_outputs(args, construct: bool, variables: list[str]) -> None:

@@ -16,6 +16,11 @@ as on an interrupt (pending matches are not emitted: it is no end of input;
 a checkpoint is kept).  A second signal, or ``--stop-timeout`` seconds
 (``STOP_TIMEOUT``: under the 10 s that ``docker stop`` waits before SIGKILL),
 stops it at once.
+
+Then the outputs are closed: each gets what is left of the timeout, and at
+least ``OUTPUT_TIMEOUT``, to take what the run holds for it.  One that takes
+nothing for that long (a pipe whose reader stopped reading) is let go, what it
+had not taken dropped, so that the run still ends, with its summary.
 """
 
 from __future__ import annotations
@@ -24,11 +29,13 @@ import contextlib
 import logging
 import signal
 import threading
+import time
 import _thread
 from collections.abc import Iterable, Iterator
 
 EXIT_INTERRUPTED = 130
 STOP_TIMEOUT = 5.0      # seconds a graceful stop may take before it stops at once
+OUTPUT_TIMEOUT = 1.0    # seconds each output has at least, after a stop, to take what it is given
 
 log = logging.getLogger(__name__)
 
@@ -65,6 +72,7 @@ class GracefulStop:
         self.timeout = timeout
         self.stop: KeyboardInterrupt | None = None
         self.drained = False    # stopped where the engine had taken the whole input
+        self.since: float | None = None     # when the first signal came
         self._signum = 0
         # (a thread started when armed: the signal handler only sets an Event, as
         # starting a thread there could wait for a lock the interrupted code holds)
@@ -93,6 +101,7 @@ class GracefulStop:
         if graceful is None or graceful.stop is not None:
             return False
         graceful.stop, graceful._signum = stop, signum
+        graceful.since = time.monotonic()
         graceful.input.stop_reading(f"the run was stopped ({signal.Signals(signum).name})")
         graceful._requested.set()
         return True
@@ -122,6 +131,27 @@ class GracefulStop:
                 raise self.stop
         finally:
             self._disarm()      # the input is done with: a signal now stops at once
+
+
+@contextlib.contextmanager
+def at_most(seconds: float, signum: int):
+    """Send ``signum`` to the main thread if the block takes longer than ``seconds``:
+    its handler raises there, in a write that waits (an output whose reader has
+    stopped reading would hold a stopping run for ever)."""
+    done = threading.Event()
+
+    def watch():
+        if not done.wait(seconds):
+            if hasattr(signal, "pthread_kill"):
+                signal.pthread_kill(threading.main_thread().ident, signum)
+            else:
+                _thread.interrupt_main(signum)
+
+    threading.Thread(target=watch, daemon=True, name="spaseq output-timeout").start()
+    try:
+        yield
+    finally:
+        done.set()
 
 
 @contextlib.contextmanager
