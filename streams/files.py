@@ -45,7 +45,7 @@ import pyoxigraph as ox
 from ..errors import EventError
 from ..events import Event, Time
 from ..hookspecs import StreamSource, hookimpl
-from . import reader
+from . import reader, reorder
 from .reader import (DEFAULT_MAX_TIME_JUMP, DONE_MEMORY, NEAR_GRAPHS, OrderCheck,
                      check_order, event_reader, parse_line_batch, term_too_deep)
 
@@ -83,14 +83,16 @@ def spaseq_configure(config):
     """``max_time_jump`` (``--max-time-jump``: seconds, or infinity for no
     bound; absent or None: a year), ``max_statement`` (``--max-statement``:
     bytes; absent or None: 32 MiB), ``max_event_triples`` (``--max-event-triples``;
-    absent or None: a million) and ``max_term_depth`` (``--max-term-depth``; absent
-    or None: 64) for every stream of the run."""
+    absent or None: a million), ``max_term_depth`` (``--max-term-depth``; absent
+    or None: 64) for every stream of the run, and ``max_held`` (``--max-held``;
+    absent or None: 100,000) for every reordering buffer."""
     jump = config.get("max_time_jump")
     _SETTINGS["max_time_jump"] = DEFAULT_MAX_TIME_JUMP if jump is None else (
         None if jump == float("inf") else jump)
     reader.MAX_STATEMENT_BYTES = config.get("max_statement") or reader.DEFAULT_MAX_STATEMENT_BYTES
     reader.MAX_EVENT_TRIPLES = config.get("max_event_triples") or reader.DEFAULT_MAX_EVENT_TRIPLES
     reader.MAX_TERM_DEPTH = config.get("max_term_depth") or reader.DEFAULT_MAX_TERM_DEPTH
+    reorder.MAX_HELD = config.get("max_held") or reorder.DEFAULT_MAX_HELD
 
 
 def order_check() -> OrderCheck:

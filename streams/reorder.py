@@ -76,6 +76,13 @@ def parse_lateness(text: str | int | float | Decimal) -> Time:
 
 _ALL = object()
 
+#: The most events a buffer holds back (``--max-held``).  Past it the oldest are
+#: passed on early, and an event older than them that comes later is late: a
+#: connection of a listening source that kept sending times a little after its
+#: first one held back every other connection's events, without bound.
+DEFAULT_MAX_HELD = 100_000
+MAX_HELD = DEFAULT_MAX_HELD
+
 
 class ReorderBuffer:
     """Holds events until the watermark passes them (see the module doc).
@@ -94,13 +101,17 @@ class ReorderBuffer:
     what it sends older than what was released is late).  ``lateness``
     None: only the channels (and :meth:`idle`) release events.
     :meth:`idle` (the whole input went quiet) releases everything held.
+    At most ``max_held`` events (``MAX_HELD`` unless given) are held: past it
+    the oldest are released early (``passed_early`` counts them).
     """
 
     def __init__(self, lateness: Time | float | str | None, on_late: Callable[[EventError], None] | None = None,
-                 quiet_after: float | None = None):
+                 quiet_after: float | None = None, max_held: int | None = None):
         self.lateness = None if lateness is None else parse_lateness(lateness)
         self.on_late = on_late
         self.quiet_after = quiet_after
+        self.max_held = MAX_HELD if max_held is None else max_held
+        self.passed_early = 0
         self.max_time: Time | None = None
         self.late = 0
         self.released = 0
@@ -146,7 +157,12 @@ class ReorderBuffer:
         if self.max_time is None or item.time > self.max_time:
             self.max_time = item.time
             self._latest = item
-        return self._release(self._limit(now))
+        out = self._release(self._limit(now))
+        while len(self._heap) > self.max_held:
+            early = self._release(self._heap[0][0])
+            self.passed_early += len(early)
+            out += early
+        return out
 
     def release_quiet(self, now: float | None = None) -> list[Event | EventError]:
         """What channels that went quiet no longer hold back."""
@@ -201,6 +217,8 @@ class ReorderBuffer:
         where = f" ({latest.position})" if latest is not None and latest.position else ""
         allowed = (f"more than the allowed lateness of {self.lateness} s" if self.lateness is not None
                    else "older than the events already passed on")
+        if self.passed_early:
+            allowed += f" (or behind events passed on early: at most {self.max_held:,} are held, --max-held)"
         error = EventError(
             f"late event on stream <{event.stream}>: its time {show(event.time)} is {behind} s behind "
             f"the latest time seen, {show(self.max_time)}{where}, {allowed} (late events so far: {self.late})",

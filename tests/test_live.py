@@ -159,6 +159,27 @@ def test_the_reorder_buffer_merges_channels_by_time():
     assert merge.push(IDLE) == [IDLE]
 
 
+def test_a_channel_that_holds_the_others_back_cannot_fill_the_memory():
+    """A connection that keeps sending times a little after its first one (never
+    quiet, never ahead) held back every other connection's events without bound.
+    Past ``max_held`` the oldest go on early, in time order; what the slow channel
+    sends behind them is late, and says why."""
+    merge = ReorderBuffer(None, quiet_after=0.5, max_held=10)
+    merge.open_channel("slow", now=0)
+    merge.open_channel("fast", now=0)
+    assert merge.push(Event("s", 1, ()), "slow", now=0) == []
+    out = []
+    for t in range(2, 102):
+        out += merge.push(Event("s", t, ()), "fast", now=t / 1000)
+        out += merge.push(Event("s", 1 + t / 1000, ()), "slow", now=t / 1000) if t % 10 == 0 else []
+        assert merge.held <= 10
+    times = [x.time for x in out if type(x) is Event]
+    assert times == sorted(times) and len(times) + merge.held + merge.late == 101 + 10
+    assert merge.passed_early >= 80 and merge.late == len(out) - len(times) >= 1
+    late = merge.push(Event("s", 1.5, ()), "slow", now=0.2)
+    assert late[0].reason == "late" and "at most 10 are held, --max-held" in late[0].message
+
+
 def test_idle_markers_from_merged_and_replayed_inputs():
     # merged sources: IDLE only when nothing came from any of them for idle_flush
     gate = threading.Event()

@@ -62,7 +62,7 @@ from ..runtime.checkpoint import DEFAULT_INTERVAL
 from ..streams.files import merge_streams, read_manifest, read_manifest_streams, skip_items, stream_file_format
 from ..streams.network import LiveOptions, StdinSource, parse_format
 from ..streams.reader import DEFAULT_MAX_TERM_DEPTH, MOST_TERM_DEPTH, event_text
-from ..streams.reorder import ReorderBuffer, merge_arrival, parse_lateness
+from ..streams.reorder import DEFAULT_MAX_HELD, ReorderBuffer, merge_arrival, parse_lateness
 from ..streams.replay import parse_rate, replay
 
 log = logging.getLogger(__name__)
@@ -328,6 +328,10 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--lateness", metavar="SECONDS",
                      help="reorder events arriving out of order across streams, up to this late "
                           "(e.g. 5, 500ms, 2min); later ones are rejected")
+    run.add_argument("--max-held", type=whole_number("events"), metavar="N",
+                     help="the most events --lateness (and a listening tcp source's connections) hold back "
+                          f"to put them in time order (default {DEFAULT_MAX_HELD:,}); past it the oldest go on "
+                          "early, and one older than them that comes later is late")
     run.add_argument("--max-events", type=whole_number("events"), metavar="N",
                      help="live sources (stdin, tcp, mqtt) end after N events")
     run.add_argument("--idle-flush", type=whole_number("milliseconds"), default=200, metavar="MS",
@@ -964,6 +968,7 @@ def _spark_input(args, compiled: CompiledQuery):
     """The archived stream files of ``--engine spark`` (checked before Spark starts)."""
     from ..spark.engine import archived_sources
     live = [flag for flag, value in (("--rate", args.rate), ("--lateness", args.lateness),
+                                     ("--max-held", args.max_held),
                                      ("--max-events", args.max_events), ("--idle-timeout", args.idle_timeout),
                                      ("--stop-timeout", args.stop_timeout))
             if value is not None]
