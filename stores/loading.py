@@ -163,6 +163,12 @@ def _parse_line(line, fmt: ox.RdfFormat, number: int, quads: list, rejects: list
     quads.extend(parsed)
 
 
+def _skip_line(stream) -> None:
+    """Read past the end of the current line, a chunk at a time."""
+    while (piece := stream.readline(CHUNK_BYTES)) and not piece.endswith(b"\n"):
+        pass
+
+
 def _as_bytes(text) -> bytes:
     return text.encode("utf-8") if isinstance(text, str) else text
 
@@ -249,16 +255,26 @@ class RdfFileReader:
             block = stream.read(CHUNK_BYTES)
             if not block:
                 return
+            too_long = None
             if not block.endswith(b"\n"):
-                block += stream.readline()
+                start = block.rfind(b"\n") + 1
+                block += stream.readline(max(reader.MAX_STATEMENT_BYTES - (len(block) - start), 0) + 1)
+                if not block.endswith(b"\n") and len(block) - start > reader.MAX_STATEMENT_BYTES:
+                    # (a gzip file of 600 KB held a line of 600 MB: read whole, it took the memory)
+                    block, too_long = block[:start], block[start:]
             lines = block.split(b"\n")
             if not lines[-1]:
                 lines.pop()
             quads, rejects = parse_lines(lines, self.format, line)
+            line += len(lines)
+            if too_long is not None:
+                rejects.append(Reject(line, None, f"a line longer than {reader.MAX_STATEMENT_BYTES:,} bytes "
+                                      "(--max-statement), skipped", too_long[:200].decode("utf-8", "replace") + "..."))
+                _skip_line(stream)
+                line += 1
             for reject in rejects:
                 self._reject(reject)
             yield self._finish(quads, b"_:" in block, started)
-            line += len(lines)
 
     def _whole_file_batches(self, stream) -> Iterator[list[ox.Quad]]:
         started = time.perf_counter()

@@ -12,6 +12,7 @@ import pytest
 
 from spaseq_plugin.cli import commands as cli
 from spaseq_plugin.stores import loading
+from spaseq_plugin.streams import reader
 from spaseq_plugin.stores.loading import KeepFilter, blank_node_prefix, expand_inputs, keep_filter_for, parse_lines
 
 EX = "http://example/"
@@ -297,3 +298,21 @@ def test_a_failing_commit_is_reported(tmp_path, capsys):
     assert code == 1
     assert "did not commit" in err and "No space left on device" in err
     assert "spaseq: loaded" not in err and "Traceback" not in err
+
+
+@pytest.mark.parametrize("last_newline", [True, False])
+def test_a_line_too_long_is_rejected_as_it_streams_by(tmp_path, monkeypatch, last_newline):
+    """A gzip file of 600 KB held an N-Triples line of 600 MB: read whole, it took the
+    process past 2 GB.  Now a line past --max-statement is rejected at its number, the
+    rest of it skipped a chunk at a time, and the lines after it are loaded."""
+    monkeypatch.setattr(reader, "MAX_STATEMENT_BYTES", 1000)
+    monkeypatch.setattr(loading, "CHUNK_BYTES", 300)
+    path = tmp_path / "kb.nt.gz"
+    with gzip.open(path, "wb") as f:
+        f.write(b"<http://a> <http://p> <http://b> .\n" + b"a" * 5000 + b"\n<http://a> <http://p> <http://c> .\n"
+                + b"<http://a> <http://p> " + b"b" * 3000 + (b"\n" if last_newline else b""))
+    rejects = []
+    quads = loading.RdfFileReader(str(path), on_reject=rejects.append)
+    assert [str(q.object) for q in quads] == ["<http://b>", "<http://c>"]
+    said = "a line longer than 1,000 bytes (--max-statement), skipped"
+    assert [(r.line, r.message) for r in rejects] == [(2, said), (4, said)]

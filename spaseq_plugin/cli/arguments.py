@@ -4,6 +4,7 @@ naming the flag (argparse exits with status 2), never a silent default."""
 from __future__ import annotations
 
 import argparse
+import re
 
 from ..waits import wait_seconds
 
@@ -42,3 +43,16 @@ def seconds(text: str) -> float:
         return wait_seconds(text)
     except ValueError as e:
         raise argparse.ArgumentTypeError(f"{text!r}: {e}") from None
+
+
+_SIZE = re.compile(r"\s*([0-9]+)\s*(|B|KiB|K|MiB|M|GiB|G)\s*", re.I)
+_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20,
+               "g": 1 << 30, "gib": 1 << 30}
+
+
+def byte_size(text: str) -> int:
+    """An argument type: a number of bytes, maybe with a unit (KiB, MiB, GiB; K, M, G alike)."""
+    match = _SIZE.fullmatch(text)
+    if not match or int(match.group(1)) < 1:
+        raise argparse.ArgumentTypeError(f"{text!r}: expected a size such as 64MiB or 1000000")
+    return int(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]

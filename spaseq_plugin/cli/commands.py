@@ -47,7 +47,7 @@ from ..events import format_time, parse_time_text
 from ..evaluators.spectra import SpectraEvaluator
 from ..bench.runner import add_bench_parser
 from ..kb import KnowledgeBase
-from .arguments import seconds, whole_number
+from .arguments import byte_size, seconds, whole_number
 from .checkpointing import HeaderDiscarded, RunCheckpoints
 from .paths import check_writes
 from .stopping import (OUTPUT_TIMEOUT, STOP_TIMEOUT, GracefulStop, Terminated, at_most, interrupted_status,
@@ -301,11 +301,11 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--dead-letter", metavar="FILE",
                      help="write rejected events here, one JSON line each: position, reason, error, graph, "
                           "and the rejected text (cut past 64 KiB, with its length), ready to fix and feed again")
-    run.add_argument("--dead-letter-limit", metavar="SIZE", type=_size, default=DEAD_LETTER_LIMIT,
+    run.add_argument("--dead-letter-limit", metavar="SIZE", type=byte_size, default=DEAD_LETTER_LIMIT,
                      help="the most the --dead-letter file may hold (default 1GiB; past it rejections are "
                           "counted, not written: an event rejected as TriG with full IRIs can be many "
                           "times the text it came from)")
-    run.add_argument("--max-statement", metavar="SIZE", type=_size, default=None,
+    run.add_argument("--max-statement", metavar="SIZE", type=byte_size, default=None,
                      help="reject a TriG statement or N-Quads line longer than this, skipping it as it "
                           "streams by (e.g. 64MiB; default 32MiB)")
     run.add_argument("--max-event-triples", metavar="N", type=whole_number("triples"), default=None,
@@ -426,19 +426,6 @@ def _limits(args) -> QueryLimits:
         raise UsageError(f"--{name.replace('_', '-')}: {problem}") from None
 
 
-_SIZE = re.compile(r"\s*([0-9]+)\s*(|B|KiB|K|MiB|M|GiB|G)\s*", re.I)
-_SIZE_UNITS = {"": 1, "b": 1, "k": 1 << 10, "kib": 1 << 10, "m": 1 << 20, "mib": 1 << 20,
-               "g": 1 << 30, "gib": 1 << 30}
-
-
-def _size(text: str) -> int:
-    """A number of bytes, maybe with a unit (KiB, MiB, GiB; K, M, G alike)."""
-    match = _SIZE.fullmatch(text)
-    if not match or int(match.group(1)) < 1:
-        raise argparse.ArgumentTypeError(f"{text!r}: expected a size such as 64MiB or 1000000")
-    return int(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]
-
-
 def _time_jump(text: str):
     """``--max-time-jump``: a duration (as ``--lateness``), or none/off (no bound: infinity)."""
     if text.strip().lower() in ("none", "off", "inf"):
@@ -517,12 +504,12 @@ def _state_limits(args) -> StateLimits:
 
 
 def _limit_value(flag: str, text: str, size: bool = False) -> int | None:
-    """A count, or a size (``_size``: ``500MiB``, ``2G``); ``none``: no limit."""
+    """A count, or a size (``size``: ``500MiB``, ``2G``); ``none``: no limit."""
     if text.strip().lower() == "none":
         return None
     if size:
         try:
-            return _size(text)
+            return byte_size(text)
         except argparse.ArgumentTypeError:
             raise UsageError(f"{flag} {text}: expected a size such as 500MiB or 2G, or none") from None
     body = text.strip().replace("_", "").replace(",", "")

@@ -59,7 +59,7 @@ from ..stores.loading import (QUAD_FORMATS, OxigraphLoader, RejectsFile, _rate, 
                               keep_filter_for, load_in_process)
 from ..spark.session import require_pyspark
 from ..streams.reader import DEFAULT_MAX_TERM_DEPTH, MOST_TERM_DEPTH
-from .arguments import whole_number
+from .arguments import byte_size, whole_number
 from .paths import check_writes
 from ..stores.oxigraph import rdf_format
 from ..stores.sparql_endpoint import EndpointHttpError, serialize_solutions
@@ -97,6 +97,9 @@ def add_kb_parser(subparsers) -> argparse.ArgumentParser:
                       help="parse and deduplicate with Spark, then bulk-load the result")
     load.add_argument("--spark-master", metavar="URL",
                       help="Spark master (default: $SPARK_MASTER, else local[*])")
+    load.add_argument("--max-statement", metavar="SIZE", type=byte_size,
+                      help="reject an N-Triples or N-Quads line longer than this, skipping it as it streams by "
+                           "(e.g. 64MiB; default 32MiB)")
     load.add_argument("--max-term-depth", metavar="N", type=whole_number("levels", MOST_TERM_DEPTH),
                       help="reject a line (N-Triples, N-Quads) or refuse a file (Turtle, TriG) nesting RDF 1.2 "
                            f"triple terms <<( ... )>> more than N deep (default {DEFAULT_MAX_TERM_DEPTH}, "
@@ -167,9 +170,11 @@ def cmd_load(args, err: IO[str] | None = None) -> int:
             print(f"spaseq: {text}", file=err, flush=True)
     spark = getattr(args, "spark", False)
     if spark:
-        if getattr(args, "max_term_depth", None) is not None:
-            raise UsageError(f"--max-term-depth: for loading without --spark (its workers keep the default, "
-                             f"{DEFAULT_MAX_TERM_DEPTH})")
+        for flag, value, default in (("--max-term-depth", getattr(args, "max_term_depth", None),
+                                      DEFAULT_MAX_TERM_DEPTH), ("--max-statement", getattr(args, "max_statement", None),
+                                                                "32 MiB")):
+            if value is not None:
+                raise UsageError(f"{flag}: for loading without --spark (its workers keep the default, {default})")
         require_pyspark("spaseq kb load --spark")
     with as_usage_error(""):                # (the messages name the DUMP)
         files = expand_inputs(args.files)
