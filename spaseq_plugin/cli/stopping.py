@@ -111,11 +111,7 @@ class GracefulStop:
         if not self._done.wait(self.timeout) and GracefulStop._current is self:
             log.warning("stopping at once: what the live input received took more than %g s "
                         "(--stop-timeout)", self.timeout)
-            # the signal again, to the main thread: it wakes a sleep or a wait there
-            if hasattr(signal, "pthread_kill"):
-                signal.pthread_kill(threading.main_thread().ident, self._signum)
-            else:
-                _thread.interrupt_main(self._signum)
+            signal_main_thread(self._signum)       # (it wakes a sleep or a wait there)
 
     def items(self, items: Iterable) -> Iterator:
         told = False
@@ -133,6 +129,14 @@ class GracefulStop:
             self._disarm()      # the input is done with: a signal now stops at once
 
 
+def signal_main_thread(signum: int) -> None:
+    """Send ``signum`` to the main thread (from a watcher thread): its handler runs there."""
+    if hasattr(signal, "pthread_kill"):
+        signal.pthread_kill(threading.main_thread().ident, signum)
+    else:
+        _thread.interrupt_main(signum)
+
+
 @contextlib.contextmanager
 def at_most(seconds: float, signum: int):
     """Send ``signum`` to the main thread if the block takes longer than ``seconds``:
@@ -142,10 +146,7 @@ def at_most(seconds: float, signum: int):
 
     def watch():
         if not done.wait(seconds):
-            if hasattr(signal, "pthread_kill"):
-                signal.pthread_kill(threading.main_thread().ident, signum)
-            else:
-                _thread.interrupt_main(signum)
+            signal_main_thread(signum)
 
     threading.Thread(target=watch, daemon=True, name="spaseq output-timeout").start()
     try:
