@@ -122,15 +122,17 @@ def parse_lines(lines: list, fmt: ox.RdfFormat, first_line: int = 1) -> tuple[li
     separator = b"\n" if lines and isinstance(lines[0], bytes) else "\n"
     quads: list[ox.Quad] = []
     rejects: list[Reject] = []
-    if term_too_deep(_as_bytes(separator.join(lines))) >= 0:
-        for index, line in enumerate(lines):        # (each line checked, the deep ones rejected)
-            _parse_line(line, fmt, first_line + index, quads, rejects)
-        return quads, rejects
     start, window = 0, len(lines)
     while start < len(lines):
         end = min(len(lines), start + window)
+        text = separator.join(lines[start:end])
+        if term_too_deep(_as_bytes(text)) >= 0:
+            for index in range(start, end):         # (each line checked, the deep ones rejected)
+                _parse_line(lines[index], fmt, first_line + index, quads, rejects)
+            start, window = end, RETRY_LINES
+            continue
         try:    # into a list of its own: what precedes an error is parsed again below
-            parsed = list(ox.parse(separator.join(lines[start:end]), fmt))
+            parsed = list(ox.parse(text, fmt))
         except SyntaxError as error:
             reported = min(max(start + (getattr(error, "lineno", None) or 1) - 1, start), end - 1)
             suspect = max(reported - 1, start)
