@@ -262,6 +262,28 @@ def test_a_32_mib_statement_of_short_triples_stays_within_2_gb(tmp_path):
     assert [letter["reason"] for letter in letters] == ["too-large"]
 
 
+def test_an_event_through_a_hub_ends_at_the_join_step_limit(tmp_path):
+    # 20,000 edges into one hub and 20,000 out of it: a path of two patterns tries
+    # 400 million pairs, none of which its FILTER keeps.  200,000 such edges each
+    # way held `spaseq run` on the one event for hours, deaf to SIGTERM between rows.
+    edges = "".join(f"<{EX}a{i}> <{EX}p> <{EX}hub> . <{EX}hub> <{EX}p> <{EX}b{i}> .\n" for i in range(20_000))
+    (tmp_path / "s.trig").write_text(f"<{EX}e1> {PROV} \"1\"^^{INTEGER} .\n<{EX}e1> {{\n{edges}}}\n")
+    (tmp_path / "q.rq").write_text(
+        f"SELECT * WITHIN 10 SECONDS FROM STREAM S <{S}> WHERE {{ SEQ (A)\n"
+        f"DEFINE GPM A ON S {{ ?x <{EX}p> ?y . ?y <{EX}p> ?z FILTER(STR(?x) = STR(?z)) }} }}")
+    process = spaseq("run", str(tmp_path / "q.rq"), "--stream", f"S={tmp_path / 's.trig'}",
+                     "--max-join-steps", "1000000", timeout=60)
+    assert process.returncode == 3, process.stderr[-2000:]
+    assert process.stderr.splitlines()[-1] == (
+        f"spaseq: limit reached: query {tmp_path / 'q.rq'}: GPM A took more than 1,000,000 join steps "
+        f"(--max-join-steps) on the event <{EX}e1> at time 1 (read at {tmp_path / 's.trig'}:2); "
+        "--on-limit drop-oldest or drop-newest goes on with the first ones")
+    process = spaseq("run", str(tmp_path / "q.rq"), "--stream", f"S={tmp_path / 's.trig'}",
+                     "--max-join-steps", "1000000", "--on-limit", "drop-newest", timeout=60)
+    assert process.returncode == 0 and process.stdout == "", process.stderr[-2000:]
+    assert "1 partial matches dropped" in process.stderr
+
+
 # -- truncated gzip --------------------------------------------------------------------
 
 @pytest.mark.parametrize("fmt", ["trig", "nq"])

@@ -396,6 +396,46 @@ def test_an_evaluator_under_a_solution_limit_stops_one_past_it(name):
         assert [len(found) for found in evaluator.evaluate(gpm, product_events(30)[1], [{}])] == [900]
 
 
+UNJOINABLE = "FILTER(STRLEN(STR(?b)) + STRLEN(STR(?c)) > 1000)"     # no pair passes; the join cannot tell sooner
+
+
+@pytest.mark.parametrize("policy", ["fail", "drop-newest", "drop-oldest"])
+def test_a_join_its_filter_rejects_stops_after_the_join_step_limit(policy):
+    """300 triples, a product of 90,000 pairs of which the FILTER keeps none: no
+    solution for the run cap to count.  Two patterns through one hub of 200,000
+    edges each way took hours on one event so."""
+    engine = Engine(product(UNJOINABLE), state_limits=StateLimits(max_join_steps=1_000, policy=policy))
+    if policy == "fail":
+        with pytest.raises(LimitError) as caught:
+            list(engine.run(product_events(300)))
+        assert "GPM B took more than 1,000 join steps (--max-join-steps) on the event" in str(caught.value)
+        assert "at time 2" in str(caught.value)
+        return
+    assert list(engine.run(product_events(300))) == []
+    assert engine.stats.dropped_runs == 1
+
+
+def test_the_join_step_limit_leaves_a_join_within_it_whole():
+    """The same join within its steps (90,300 rows tried), and under no limit, finds
+    what it finds without the limit; the solutions a cut join kept go on."""
+    for limit in (90_300, None):
+        engine = Engine(product("FILTER(STR(?b) = STR(?c))"), state_limits=StateLimits(max_join_steps=limit))
+        assert len(list(engine.run(product_events(300)))) == 300 and engine.stats.dropped_runs == 0
+    engine = Engine(product("FILTER(STR(?b) = STR(?c))"),
+                    state_limits=StateLimits(max_join_steps=90_299, policy="drop-newest"))
+    assert len(list(engine.run(product_events(300)))) == 299 and engine.stats.dropped_runs == 1
+
+
+def test_a_cut_join_is_told_for_each_mapping():
+    """evaluate() under a step limit raises with each mapping's solutions and the limit."""
+    from spaseq_plugin.evaluators.protocol import TooManySolutions
+    evaluator = SpectraEvaluator()
+    evaluator.limit_steps(500)
+    with pytest.raises(TooManySolutions) as caught:
+        evaluator.evaluate(compile_query(product(UNJOINABLE)).gpms["B"], product_events(30)[1], [{}, {}])
+    assert caught.value.steps == 500 and caught.value.solutions == [[], []]
+
+
 def test_the_partition_cap_leaves_other_keys_alone():
     limits = StateLimits(max_partition_runs=2, policy="drop-oldest")
     engine = Engine(keyed("A ; B", "WITHIN 100 SECONDS"), state_limits=limits)
@@ -539,16 +579,20 @@ def test_explain_shows_the_limits_in_force(exponential):
     assert p.returncode == 0, p.stderr
     assert "active runs per query: 1,000,000 runs (--max-runs)" in p.stdout
     assert "run state: 512 MB" in p.stdout and "(--on-limit fail)" in p.stdout
+    assert "a GPM's join on one event: 10,000,000 steps (--max-join-steps)" in p.stdout
     assert "skip-till-any" in p.stderr
     p = subprocess.run(SPASEQ + ["explain", "q.rq", "--max-runs", "5000", "--max-partition-runs", "50",
-                                 "--max-state-memory", "none", "--on-limit", "drop-oldest"],
+                                 "--max-state-memory", "none", "--on-limit", "drop-oldest",
+                                 "--max-join-steps", "none"],
                        capture_output=True, text=True, cwd=exponential, timeout=120)
     assert "5,000 runs (--max-runs); per partition: 50 per key" in p.stdout
     assert "run state: no limit" in p.stdout and "drop the oldest partial matches" in p.stdout
+    assert "one event: no limit (--max-join-steps)" in p.stdout
 
 
 @pytest.mark.parametrize("flag, value", [("--max-runs", "0"), ("--max-runs", "many"),
-                                         ("--max-state-memory", "12Q"), ("--max-partition-runs", "-3")])
+                                         ("--max-state-memory", "12Q"), ("--max-partition-runs", "-3"),
+                                         ("--max-join-steps", "0")])
 def test_bad_limit_values_are_usage_errors(exponential, flag, value):
     p = subprocess.run(SPASEQ + ["run", "q.rq", "--stream", "S=s.trig", flag, value],
                        capture_output=True, text=True, cwd=exponential, timeout=120)

@@ -41,7 +41,8 @@ from ..compiled import describe as describe_build
 from ..language.compiler import CompiledQuery, compile_query
 from ..language.limits import DEFAULT_MAX_NESTING, DEFAULT_SERVICE_TIMEOUT, QueryLimits, read_query_file
 from ..runtime.engine import Engine, prepare_collector, query_warnings
-from ..runtime.nfa_runtime import DEFAULT_MAX_RUNS, DEFAULT_MAX_STATE_BYTES, POLICIES, StateLimits
+from ..runtime.nfa_runtime import (DEFAULT_MAX_JOIN_STEPS, DEFAULT_MAX_RUNS, DEFAULT_MAX_STATE_BYTES, POLICIES,
+                                   StateLimits)
 from ..errors import EventError, LimitError, QueryError, SpaseqError, StateLimitError, UsageError, as_usage_error
 from ..events import format_time, parse_time_text
 from ..evaluators.spectra import SpectraEvaluator
@@ -411,8 +412,13 @@ def _add_limit_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--max-state-memory", metavar="SIZE", default=f"{DEFAULT_MAX_STATE_BYTES >> 20}M",
                          help="estimated memory of the active runs at most, e.g. 200MiB, 2G (a bare number: bytes) "
                               f"(default {DEFAULT_MAX_STATE_BYTES >> 20}M; 'none' lifts it)")
+    command.add_argument("--max-join-steps", metavar="N",
+                         help="rows a GPM's join may try on one event, so that an event whose triples "
+                              "make a vast product that a FILTER rejects does not hold the run for hours "
+                              f"(default {DEFAULT_MAX_JOIN_STEPS:,}, a few seconds; 'none' lifts it)")
     command.add_argument("--on-limit", choices=POLICIES, default=POLICIES[0],
-                         help="when --max-runs, --max-partition-runs or --max-state-memory is reached: fail "
+                         help="when --max-runs, --max-partition-runs, --max-state-memory or --max-join-steps "
+                              "is reached: fail "
                               "(default: stop, exit status 3), drop-newest (do not keep the new partial match) or "
                               "drop-oldest (drop those that started first); the summary counts what was dropped")
 
@@ -500,7 +506,9 @@ class _DeadLetter:
 def _state_limits(args) -> StateLimits:
     return StateLimits(_limit_value("--max-runs", args.max_runs),
                        _limit_value("--max-partition-runs", args.max_partition_runs),
-                       _limit_value("--max-state-memory", args.max_state_memory, size=True), args.on_limit)
+                       _limit_value("--max-state-memory", args.max_state_memory, size=True), args.on_limit,
+                       DEFAULT_MAX_JOIN_STEPS if args.max_join_steps is None else
+                       _limit_value("--max-join-steps", args.max_join_steps))
 
 
 def _limit_value(flag: str, text: str, size: bool = False) -> int | None:

@@ -46,17 +46,26 @@ class GpmEvaluator(Protocol):
         ``most`` solutions of a GPM on one event, and when it had to stop short it
         raises :class:`TooManySolutions` with what it made: the answers it would
         have returned, each cut short.
+
+        And ``limit_steps(most)``, which the runtime calls with ``--max-join-steps``:
+        a join whose FILTER rejects almost everything makes few solutions for much
+        work (two triple patterns through one hub of 200,000 edges each way: 4·10^10
+        combinations tested, hours, for no solution).  Such an evaluator stops a
+        GPM's evaluation on one event after about ``most`` join steps and raises
+        :class:`TooManySolutions` with what it made and ``steps`` set.
         """
 
 
 class TooManySolutions(Exception):
-    """A GPM's solutions on one event passed the evaluator's ``limit_solutions``.
-    ``solutions`` is what the call would have returned (a list of solutions, or
-    a list of them per mapping), made from the solutions kept before it stopped."""
+    """A GPM's solutions on one event passed the evaluator's ``limit_solutions``,
+    or (``steps``: that limit) its join passed ``limit_steps``.  ``solutions`` is
+    what the call would have returned (a list of solutions, or a list of them per
+    mapping), made from the solutions kept before it stopped."""
 
-    def __init__(self, solutions: list):
+    def __init__(self, solutions: list, steps: int | None = None):
         super().__init__()
         self.solutions = solutions
+        self.steps = steps
 
 
 def gather(pairs: Iterable[tuple[int, Solution]], count: int, most: int | None) -> list[list[Solution]]:

@@ -183,7 +183,8 @@ def _event_state(views: list) -> _EventState:
     state.standalone = {}       # GpmPattern -> standalone solutions
     state.by_shape = {}         # plan's shape number -> (plan, solutions)
     state.indexes = None        # (GpmPattern, variables) -> value tuple -> solutions (made when first needed)
-    state.cut = None            # the shape numbers whose solutions limit_solutions cut short
+    state.cut = None            # shape number -> why its solutions were cut short: None, limit_solutions;
+                                # or the join steps of limit_steps
     return state
 
 
@@ -227,6 +228,7 @@ class SpectraEvaluator:
     _shapes = cython.declare(dict, visibility="public")
     fallbacks = cython.declare(object, visibility="public")
     _most = cython.declare(cython.Py_ssize_t, visibility="public")
+    _most_steps = cython.declare(cython.longlong, visibility="public")
 
     def __init__(self, kb: KnowledgeBase | None = None, *, materialize_limit: int = 500_000,
                  fallback: OxigraphEvaluator | None = None):
@@ -247,6 +249,7 @@ class SpectraEvaluator:
         self._shapes: dict[tuple, int] = {}             # plan shape -> its number (a small int hashes for nothing)
         self.fallbacks = 0           # evaluations that went to Oxigraph for a value
         self._most = _UNLIMITED      # solutions of a GPM on an event made at most (limit_solutions)
+        self._most_steps = _UNLIMITED    # join steps of a GPM on an event at most (limit_steps)
 
     @property
     def fallback(self) -> OxigraphEvaluator:
@@ -265,21 +268,26 @@ class SpectraEvaluator:
         if self._fallback is not None:
             self._fallback.limit_solutions(most)
 
+    def limit_steps(self, most: int | None) -> None:
+        """Stop a GPM's join on one event after ``most`` steps, a step being a row of
+        a view tried under the bindings so far (``None``: no bound; see the protocol)."""
+        self._most_steps = _UNLIMITED if most is None or most >= _UNLIMITED else most
+
     # -- the evaluator protocol --------------------------------------------
 
     def evaluate(self, gpm: GpmPattern, event: Event,
                  mappings: Sequence[Mapping[str, Term]]) -> list[list[Solution]]:
         out = []
-        cut = False
+        cut: TooManySolutions | None = None
         for mapping in mappings:
             restricted = {v: canonical(t) for v, t in mapping.items() if v in gpm.mentioned}
             try:
                 solutions = self.evaluate_one(gpm, event, restricted)
             except TooManySolutions as short:
-                solutions, cut = short.solutions, True
+                solutions, cut = short.solutions, short
             out.append([{**restricted, **s} for s in solutions])
-        if cut:
-            raise TooManySolutions(out)
+        if cut is not None:
+            raise TooManySolutions(out, cut.steps)
         return out
 
     @cython.locals(state=_EventState, plan=Plan)
@@ -307,7 +315,7 @@ class SpectraEvaluator:
                     solutions = self._extend(gpm, plan, solutions, mapping if type(mapping) is dict
                                              else dict(mapping), state, holds)
                 if state.cut is not None and plan.shape in state.cut:
-                    raise TooManySolutions(solutions)
+                    raise TooManySolutions(solutions, state.cut[plan.shape])
                 return solutions
             except Unsupported:
                 self.fallbacks += 1
@@ -315,7 +323,7 @@ class SpectraEvaluator:
         try:
             return self.fallback.evaluate(gpm, event, [restricted])[0]
         except TooManySolutions as cut:
-            raise TooManySolutions(cut.solutions[0]) from None
+            raise TooManySolutions(cut.solutions[0], cut.steps) from None
 
     def certain_variables(self, gpm: GpmPattern) -> frozenset[str] | None:
         """Variables every solution of ``gpm`` binds (``None``: not known, the GPM goes to Oxigraph)."""
@@ -518,9 +526,10 @@ class SpectraEvaluator:
     @cython.locals(plan=Plan, pattern=_Pattern, state=_EventState, single=cython.bint)
     def _solve(self, plan: Plan, state: _EventState) -> list[Solution]:
         """The plan's solutions on the event; when a join made ``_most`` of them (the
-        most limit_solutions allows: one more than the runtime's cap), it stopped
-        there, and the plan's shape goes into ``state.cut`` (a later join or filter
-        may leave fewer: the count at the end cannot tell)."""
+        most limit_solutions allows: one more than the runtime's cap), or took
+        ``_most_steps``, it stopped there, and the plan's shape goes into
+        ``state.cut`` (a later join or filter may leave fewer: the count at the end
+        cannot tell)."""
         views = []
         single = True
         for pattern in plan.patterns:
@@ -531,11 +540,14 @@ class SpectraEvaluator:
                 single = False
             views.append(rows)
         order, final = _steps(plan, views, single)
+        steps = None
         if single:
             solutions = _join_single_rows(order, views)
         else:
-            solutions = _join(order, views, self._most)
-        cut = len(solutions) >= self._most
+            solutions = _join(order, views, self._most, self._most_steps)
+            if _steps_left < 0:
+                steps = self._most_steps
+        cut = steps is not None or len(solutions) >= self._most
         for join in plan.kb:
             solutions = self._join_kb(join, solutions)
             cut = cut or len(solutions) >= self._most
@@ -543,8 +555,8 @@ class SpectraEvaluator:
             solutions = [s for s in solutions if _keeps(final, s)]
         if cut:
             if state.cut is None:
-                state.cut = set()
-            state.cut.add(plan.shape)
+                state.cut = {}
+            state.cut[plan.shape] = steps
         return solutions
 
     @cython.cfunc
@@ -820,11 +832,21 @@ _SCANNED_ROWS = 8      # a join step looks a bound term up among more rows than 
 _SCANNED_SOLUTIONS = cython.declare(cython.Py_ssize_t, 4)  # a run's values are looked up among more standalone solutions than this, by hash
 
 
+# Join steps left to the join under way (a C global when compiled, set by _join:
+# an argument more to each recursive call of _extend_join cost more).  Below 0:
+# the join stopped for want of them.
+_steps_left = cython.declare(cython.longlong, 0)
+
+
 @cython.cfunc
-def _join(order: list, views: list[list], most: int) -> list[Solution]:
-    """The event pattern's solutions, at most ``most`` of them: the join steps as
+@cython.locals(steps=cython.longlong)
+def _join(order: list, views: list[list], most: int, steps: int) -> list[Solution]:
+    """The event pattern's solutions, at most ``most`` of them, in at most ``steps``
+    rows tried (``_steps_left`` is below 0 when that stopped it): the join steps as
     nested loops over the views (a large view is looked up by its bound subject or
     object instead: an event of thousands of subjects must not cost their square)."""
+    global _steps_left
+    _steps_left = steps
     solutions: list[Solution] = []
     _extend_join(order, views, 0, len(order) - 1, {}, solutions, {}, most)
     return solutions
@@ -858,6 +880,7 @@ def _extend_join(order: list, views: list, depth: int, last: int, row: dict, sol
     Which variables the earlier steps bind is known from the order, so a binding
     is never taken back: ``row`` may keep one from an earlier pass through a
     later step, which that step sets again before any step reads it."""
+    global _steps_left
     s_var, s, o_var, o, same, index, ready, s_known, o_known = order[depth]
     s_val = (row[s] if s_known else None) if s_var else s
     o_val = (row[o] if o_known else None) if o_var else o
@@ -871,6 +894,9 @@ def _extend_join(order: list, views: list, depth: int, last: int, row: dict, sol
             rows = _rows_with(lookups, rows, index, 1, o_val)
     for subject, obj in rows:
         if len(solutions) >= most:
+            return
+        _steps_left -= 1
+        if _steps_left < 0:
             return
         if not bind_s and subject != s_val:
             continue

@@ -140,7 +140,10 @@ always emitted.  Two products would fill memory before a run is counted, so
 the run cap bounds them where they are made: a conjunction's combinations on
 a batch (``_too_many_combinations``), and a GPM's solutions on one event,
 which the evaluator stops making one past the cap (``limit_solutions`` in the
-evaluator protocol; ``_too_many_solutions``).
+evaluator protocol; ``_too_many_solutions``).  Time bounds a third: a GPM's join
+on one event whose FILTER rejects nearly every combination makes no solution
+for the cap to see, so the evaluator also stops after ``max_join_steps`` rows
+tried (``limit_steps``), and the policy treats that cut as the solutions' one.
 """
 
 from __future__ import annotations
@@ -171,6 +174,7 @@ FAIL, DROP_NEWEST, DROP_OLDEST = "fail", "drop-newest", "drop-oldest"
 POLICIES = (FAIL, DROP_NEWEST, DROP_OLDEST)
 DEFAULT_MAX_RUNS = 1_000_000
 DEFAULT_MAX_STATE_BYTES = 512 << 20
+DEFAULT_MAX_JOIN_STEPS = 10_000_000     # seconds of work on one event (2-3 million rows a second, filtered)
 COMPACT_SLACK = 32      # dead runs a partition's indexes may hold beyond its live ones
 DISCARD_AMONG = 16      # a spent run leaves the age index at once if its first τ has no more runs (_Ages.discard)
 
@@ -186,11 +190,12 @@ class StateLimits:
     max_partition_runs: int | None = None                   # active runs of one PARTITION BY key
     max_state_bytes: int | None = DEFAULT_MAX_STATE_BYTES   # their estimated size
     policy: str = FAIL                                      # fail, drop-newest or drop-oldest
+    max_join_steps: int | None = DEFAULT_MAX_JOIN_STEPS     # rows a GPM's join tries on one event
 
     def __post_init__(self):
         if self.policy not in POLICIES:
             raise ValueError(f"unknown limit policy {self.policy!r} (use {', '.join(POLICIES)})")
-        for name in ("max_runs", "max_partition_runs", "max_state_bytes"):
+        for name in ("max_runs", "max_partition_runs", "max_state_bytes", "max_join_steps"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be a positive integer or None, not {value!r}")
@@ -207,7 +212,8 @@ class StateLimits:
                   DROP_OLDEST: "drop the oldest partial matches and go on"}[self.policy]
         return (f"limits: active runs per query: {cap(self.max_runs, 'runs')} (--max-runs); "
                 f"per partition: {per_key} (--max-partition-runs); run state: {state}, estimated "
-                f"(--max-state-memory); when reached: {action} (--on-limit {self.policy})")
+                f"(--max-state-memory); a GPM's join on one event: {cap(self.max_join_steps, 'steps')} "
+                f"(--max-join-steps); when reached: {action} (--on-limit {self.policy})")
 
 # The classes below are Cython extension types when the module is compiled (typed
 # attributes, read in C by the functions that declare their arguments' types with
@@ -654,6 +660,9 @@ class Runtime:
             # Each solution may become a run: a GPM's solutions on one event are made up
             # to the same cap (_too_many_solutions), not all before a limit sees them.
             limit_solutions(self.limits.max_runs)
+        limit_steps = getattr(evaluator, "limit_steps", None)
+        if limit_steps is not None:
+            limit_steps(self.limits.max_join_steps)
         self._probes: dict[Edge, Probe] = self._make_probes()
         self._placement = distinct_placement(compiled, evaluator)
         self._partition_by = compiled.partition_by
@@ -1303,7 +1312,7 @@ class Runtime:
                     self._standalone_gpm, self._standalone_event = gpm, event
                 return self._standalone_solutions
             except TooManySolutions as cut:
-                return self._too_many_solutions(gpm, event, cut.solutions)
+                return self._too_many_solutions(gpm, event, cut.solutions, cut.steps)
         restricted = {} if standalone else {v: t for v, t in mu.items() if v in gpm.mentioned}
         key = (gpm, event, frozenset(restricted.items()))
         solutions = self._memo.get(key)
@@ -1311,7 +1320,7 @@ class Runtime:
             try:
                 solutions = self.evaluator.evaluate(gpm, event, [restricted])[0]
             except TooManySolutions as cut:
-                solutions = self._too_many_solutions(gpm, event, cut.solutions[0])
+                solutions = self._too_many_solutions(gpm, event, cut.solutions[0], cut.steps)
             self._memo[key] = solutions
         return solutions
 
@@ -1643,23 +1652,28 @@ class Runtime:
 
     def _too_many_combinations(self, step: _Step, events: list[Event], past: int) -> None:
         """A conjunction's combinations on a batch went past --max-runs."""
-        self._past_the_cap(f"the conjunction {step.edge.atom.label()}", "combinations",
+        self._past_the_cap(f"the conjunction {step.edge.atom.label()} has more than {self._max_runs:,} "
+                           "combinations (--max-runs)",
                            f"the events at time {format_time(events[0].time, events[0].is_datetime)}", past)
 
-    def _too_many_solutions(self, gpm: GpmPattern, event: Event, solutions: list[Solution]) -> list[Solution]:
-        """A GPM's solutions on an event went past --max-runs (the evaluator stopped
-        making them): the first ones, the cut counted as one dropped."""
+    def _too_many_solutions(self, gpm: GpmPattern, event: Event, solutions: list[Solution],
+                            steps: int | None) -> list[Solution]:
+        """A GPM's solutions on an event went past --max-runs, or its join past
+        ``steps``, --max-join-steps (the evaluator stopped there): the first ones,
+        the cut counted as one dropped."""
         name = "" if event.name is None else f" {event.name}"
         read = "" if event.position is None else f" (read at {event.position})"
-        self._past_the_cap(f"GPM {gpm.name}", "solutions",
-                           f"the event{name} at time {format_time(event.time, event.is_datetime)}{read}", 1)
+        what = f"GPM {gpm.name} has more than {self._max_runs:,} solutions (--max-runs)" if steps is None else \
+            f"GPM {gpm.name} took more than {steps:,} join steps (--max-join-steps)"
+        self._past_the_cap(what, f"the event{name} at time {format_time(event.time, event.is_datetime)}{read}", 1)
         return solutions[:self._max_runs]
 
-    def _past_the_cap(self, what: str, things: str, where: str, dropped: int) -> None:
-        """A product went past --max-runs where it is made, before any run counts it:
-        fail, or (drop policies) go on with the first ones, ``dropped`` counted."""
+    def _past_the_cap(self, what: str, where: str, dropped: int) -> None:
+        """A product went past --max-runs where it is made, before any run counts it
+        (or a join past --max-join-steps): fail, or (drop policies) go on with the
+        first ones, ``dropped`` counted."""
         if self.limits.policy == FAIL:
-            raise StateLimitError(f"{what} has more than {self._max_runs:,} {things} (--max-runs) on {where}; "
+            raise StateLimitError(f"{what} on {where}; "
                                   "--on-limit drop-oldest or drop-newest goes on with the first ones")
         self.dropped_runs += dropped
 
