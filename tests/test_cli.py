@@ -424,6 +424,45 @@ WHERE {{ SEQ (A : B) DEFINE GPM A ON S {{ ?x :price ?p1 }} DEFINE GPM B ON S {{ 
         assert (tmp_path / "also.csv").read_text().count("\n") == count + 1
 
 
+@pytest.mark.parametrize("sig, status", [(signal.SIGTERM, 143), (signal.SIGINT, 130)])
+def test_a_run_held_in_an_oxigraph_evaluation_stops_at_the_stop_timeout(tmp_path, sig, status):
+    """A GPM that Oxigraph evaluates (OPTIONAL keeps it off the fast path) over an event
+    of 20,000 edges into a hub and 20,000 out of it tries 400 million pairs, minutes.
+    Python runs signal handlers only between its own instructions, so SIGTERM and
+    Ctrl-C waited for the evaluation to end.  Now a run that has not taken a signal
+    within --stop-timeout is stopped at once, saying where it was held."""
+    edges = "".join(f"<{EX}a{i}> <{EX}p> <{EX}hub> . <{EX}hub> <{EX}p> <{EX}b{i}> .\n" for i in range(20_000))
+    (tmp_path / "s.trig").write_text(f"<{EX}e1> <http://www.w3.org/ns/prov#generatedAtTime> 1 .\n"
+                                     f"<{EX}e1> {{\n{edges}}}\n")
+    (tmp_path / "q.rq").write_text(
+        f"SELECT * WITHIN 10 SECONDS FROM STREAM S <{EX}s> WHERE {{ SEQ (A)\n DEFINE GPM A ON S {{ "
+        f"?x <{EX}p> ?y . ?y <{EX}p> ?z OPTIONAL {{ ?z <{EX}q> ?w }} FILTER(STR(?x) = STR(?z)) }} }}")
+    process = subprocess.Popen(SPASEQ + ["run", "q.rq", "--stream", "S=s.trig", "--stop-timeout", "1",
+                                         "--progress", "always"],
+                               cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    try:
+        # The progress line counts the one event once it is read, and the input's end
+        # then sets the evaluation off; the line comes every 5 s, from a thread that
+        # Oxigraph's evaluation does not hold up.
+        lines = []
+        for line in process.stderr:
+            lines.append(line)
+            if "progress: 1 events" in line:
+                break
+        time.sleep(0.5)
+        started = time.monotonic()
+        process.send_signal(sig)
+        returned = process.wait(timeout=30)
+    finally:
+        process.kill()
+    err = "".join(lines) + process.stderr.read()
+    assert returned == status and "Traceback" not in err, (returned, err)
+    assert time.monotonic() - started < 4
+    assert f"spaseq: stopped at once ({sig.name}): the run did not take the signal within 1 s " \
+        "(--stop-timeout), held in a call that does not return to Python (in " in err, err
+    assert "oxigraph.py:" in err.splitlines()[-1] and "what it had not written is lost" in err
+
+
 @pytest.mark.parametrize("flag", ["--stop-timeout", "--idle-timeout"])
 def test_a_wait_longer_than_the_system_counts_is_a_usage_error(files, flag):
     """``--stop-timeout 1e300`` raised OverflowError in the thread that waits it out:

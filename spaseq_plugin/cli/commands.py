@@ -93,7 +93,7 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return EXIT_USAGE
-    with stopping_on_signals():
+    with stopping_on_signals(getattr(args, "stop_timeout", None) or STOP_TIMEOUT):
         return _command(args)
 
 
@@ -344,7 +344,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--stop-timeout", type=seconds, metavar="SECONDS",
                      help="live input, on SIGTERM, SIGHUP or Ctrl-C: the run stops reading and evaluates "
                           "what it received, for at most this long, then stops (default "
-                          f"{STOP_TIMEOUT:g}; the same signal again stops it at once)")
+                          f"{STOP_TIMEOUT:g}; the same signal again stops it at once); any run that has "
+                          "not taken the signal this long after it came, held in a call that does not "
+                          "return to Python (an Oxigraph evaluation), stops at once")
     run.add_argument("--engine", choices=["stream", "spark"], default="stream",
                      help="stream (default): one process reads the input as a stream; spark: evaluate "
                           "archived stream files in parallel on Spark (cut by time or PARTITION BY key)")

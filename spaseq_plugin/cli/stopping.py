@@ -21,13 +21,24 @@ Then the outputs are closed: each gets what is left of the timeout, and at
 least ``OUTPUT_TIMEOUT``, to take what the run holds for it.  One that takes
 nothing for that long (a pipe whose reader stopped reading) is let go, what it
 had not taken dropped, so that the run still ends, with its summary.
+
+All of that happens in the main thread, where Python runs signal handlers, and
+only when it runs Python.  A call into native code that does not return (an
+Oxigraph evaluation of a GPM trying billions of combinations on one event) would
+hold every signal off until it did: a run deaf to Ctrl-C and SIGTERM for
+hours.  So a watchdog thread hears each signal too (``signal.set_wakeup_fd``)
+and, if the main thread has not taken it within ``--stop-timeout``, stops the
+process at once, saying where the main thread was held and that what it had
+not written is lost (:class:`_Watchdog`).
 """
 
 from __future__ import annotations
 
 import contextlib
 import logging
+import os
 import signal
+import sys
 import threading
 import time
 import _thread
@@ -155,17 +166,87 @@ def at_most(seconds: float, signum: int):
         done.set()
 
 
+class _Watchdog:
+    """Stops the process at once when the main thread has not taken a signal of
+    ``signals`` within ``timeout`` seconds (see the module docstring).  The signal
+    handler counts what it took (a plain increment: a lock there could wait for
+    one the interrupted code holds); the watchdog counts what the wakeup file
+    descriptor told it, and compares."""
+
+    def __init__(self, signals: set[int], timeout: float):
+        self.signals = signals
+        self.timeout = timeout
+        self.taken = 0
+        self._heard = 0
+        self._read, self._write = os.pipe()
+        os.set_blocking(self._write, False)
+        self._previous = -1
+
+    def __enter__(self):
+        try:
+            self._previous = signal.set_wakeup_fd(self._write, warn_on_full_buffer=False)
+        except ValueError:      # (not the main thread: nothing to watch)
+            self._close()
+            return self
+        threading.Thread(target=self._watch, daemon=True, name="spaseq signal watchdog").start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        if self._read is not None:
+            signal.set_wakeup_fd(self._previous)
+            os.close(self._write)       # (the watchdog reads the end of the pipe and returns)
+            self._write = None
+
+    def _close(self) -> None:
+        for fd in (self._read, self._write):
+            os.close(fd)
+        self._read = self._write = None
+
+    def _watch(self) -> None:
+        read = self._read
+        try:
+            while True:
+                heard = os.read(read, 64)
+                if not heard:
+                    return
+                ours = [number for number in heard if number in self.signals]
+                if not ours:
+                    continue
+                self._heard += len(ours)
+                deadline = time.monotonic() + self.timeout
+                while self.taken < self._heard:
+                    if time.monotonic() >= deadline:
+                        self._stop_at_once(ours[-1])
+                    time.sleep(0.05)
+        finally:
+            os.close(read)
+
+    def _stop_at_once(self, signum: int) -> None:
+        frame = sys._current_frames().get(threading.main_thread().ident)
+        where = "" if frame is None else \
+            f" (in {frame.f_code.co_name}, {os.path.basename(frame.f_code.co_filename)}:{frame.f_lineno})"
+        sys.stderr.write(f"spaseq: stopped at once ({signal.Signals(signum).name}): the run did not take the "
+                         f"signal within {self.timeout:g} s (--stop-timeout), held in a call that does not "
+                         f"return to Python{where}; what it had not written is lost\n")
+        sys.stderr.flush()
+        os._exit(EXIT_INTERRUPTED if signum == signal.SIGINT else 128 + signum)
+
+
 @contextlib.contextmanager
-def stopping_on_signals():
+def stopping_on_signals(timeout: float = STOP_TIMEOUT):
     """While the command runs, SIGTERM and SIGHUP raise :class:`Terminated` and Ctrl-C
     :class:`KeyboardInterrupt` in the main thread, unless a :class:`GracefulStop` is
     armed and takes the signal (a signal the process inherited as ignored, as under
-    nohup, stays so; so does a Ctrl-C handler set by whoever called the command)."""
+    nohup, stays so; so does a Ctrl-C handler set by whoever called the command).
+    A signal the main thread has not taken within ``timeout`` seconds, held in
+    native code, stops the process at once (:class:`_Watchdog`)."""
     def stop(signum, frame):
+        watchdog.taken += 1
         exception = KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
         if not GracefulStop.request(exception, signum):
             raise exception
 
+    watchdog = _Watchdog(set(), timeout)      # (before the handlers, which count into it)
     before = {}
     for name, default in (("SIGTERM", signal.SIG_DFL), ("SIGHUP", signal.SIG_DFL),
                           ("SIGINT", signal.default_int_handler)):
@@ -174,8 +255,10 @@ def stopping_on_signals():
             with contextlib.suppress(ValueError):       # (not the main thread: left as it is)
                 signal.signal(number, stop)
                 before[number] = default
+                watchdog.signals.add(number)
     try:
-        yield
+        with watchdog:
+            yield
     finally:
         for number, handler in before.items():
             signal.signal(number, handler)
