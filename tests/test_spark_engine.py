@@ -260,6 +260,29 @@ def test_rejects_are_counted_once(tmp_path, capsys):
     assert "2 rejected" in err and err.count("rejected event:") == 2
 
 
+def test_dead_letters_are_the_stream_engines(tmp_path, capsys):
+    """Spark wrote each rejection with reason 'invalid' and without its graph or
+    text: a dead-letter file nobody could fix and feed again."""
+    events = kind_events("a@1 b@2 a@3 b@4")
+    paths = write_stream_files(events, str(tmp_path))
+    with open(paths[STREAMS[0]], "a") as f:
+        f.write(f'<{EX}bad> <{EX}kind> "x" <{EX}gbad> .\n')       # a graph without a timestamp
+        f.write(f'<{EX}g9> <{PROV_GENERATED_AT.value}> "nine" .\n')
+        f.write(f'<{EX}g9> <{EX}kind> "a" <{EX}g9> .\n')
+        f.write(f'<{EX}g10> <{EX}kind> "a <{EX}g10> .\n')            # a syntax error
+    query_file = tmp_path / "q.rq"
+    query_file.write_text(query("A ; B"))
+    letters = {}
+    for engine in ("stream", "spark"):
+        dead = tmp_path / f"dead-{engine}.jsonl"
+        assert main(["run", str(query_file), "--stream", f"S1={paths[STREAMS[0]]}", "--engine", engine,
+                     "--dead-letter", str(dead)]) == 0, capsys.readouterr().err
+        letters[engine] = [{**letter, "position": os.path.basename(letter["position"])}
+                           for letter in map(json.loads, dead.read_text().splitlines())]
+    assert sorted(letter["reason"] for letter in letters["stream"]) == ["bad-timestamp", "no-timestamp", "syntax"]
+    assert letters["spark"] == letters["stream"]
+
+
 def test_state_limits_apply_to_every_piece(tmp_path, capsys):
     """--max-runs and --on-limit reach the pieces: fail stops the run with exit
     status 3; drop-newest goes on and the summary counts what was dropped."""

@@ -62,6 +62,7 @@ from ..runtime.results import Result
 from ..runtime.nfa_runtime import Match, StateLimits, distinct_placement, partition_keys
 from ..streams.files import (DONE_MEMORY, nquads_spans, read_manifest, read_ntriples_chunks, read_stream_file,
                              stream_file_paths)
+from ..streams.reader import event_text
 from .session import spark_session, task_failure
 
 _MATCH_GRAPH = "urn:spaseq:match:"
@@ -117,9 +118,25 @@ class EventRecord:
 
 @dataclass(frozen=True)
 class Rejected:
-    """A rejected event between stages (EventError itself does not survive pickling)."""
+    """A rejected event between stages (EventError itself does not survive pickling),
+    with all that the dead-letter file writes of it: an event rejected by an order
+    rule as its text."""
     position: str | None
     message: str
+    reason: str = "invalid"
+    graph: str | None = None
+    text: str | None = None
+    text_length: int | None = None
+
+    @classmethod
+    def of(cls, error: EventError) -> "Rejected":
+        text = error.text if error.text is not None or error.event is None else event_text(error.event)
+        length = error.text_length if error.text is not None else None if text is None else len(text)
+        return cls(error.position, error.message, error.reason, error.graph, text, length)
+
+    def error(self) -> EventError:
+        return EventError(self.message, self.position, reason=self.reason, graph=self.graph, text=self.text,
+                          text_length=self.text_length)
 
 
 @dataclass(frozen=True)
@@ -204,7 +221,7 @@ def read_source(source: Source) -> Iterator[EventRecord | Rejected | PartEdges]:
     tail: collections.deque = collections.deque(maxlen=EDGE_ITEMS)
     for item in items:
         if isinstance(item, EventError):
-            record = Rejected(item.position, item.message)
+            record = Rejected.of(item)
             edge = ("rejected",)
         else:
             payload = ox.serialize(item.triples, format=ox.RdfFormat.N_TRIPLES) if item.triples else b""
@@ -231,7 +248,7 @@ class ReadSummary:
     first: Time | None = None
     last: Time | None = None
     times: list = field(default_factory=list)         # a sample, to place the cuts
-    rejections: list = field(default_factory=list)    # (position, message)
+    rejections: list = field(default_factory=list)    # Rejected
     edges: list = field(default_factory=list)         # PartEdges of a part of a file
 
 
@@ -256,7 +273,7 @@ def summarise_read(items: Iterable) -> list[ReadSummary]:
             if summary.path is None and item.position:
                 summary.path = item.position.rsplit(":", 1)[0]
         elif isinstance(item, Rejected):
-            summary.rejections.append((item.position, item.message))
+            summary.rejections.append(item)
             if summary.path is None and item.position:
                 summary.path = item.position.rsplit(":", 1)[0]
         else:
@@ -315,7 +332,7 @@ def archived_sources(compiled: CompiledQuery, streams: list[tuple[str, str]],
 class PieceOutput:
     """What one piece sends back: its owned results (sorted later) and its engine's rejects."""
     results: list[tuple[tuple, tuple]]          # (sort key, pack_result(...))
-    rejections: list[tuple[str | None, str]]
+    rejections: list[Rejected]
     peak_runs: int
     matches: int
     events: int            # events the piece read (its own and its overlap)
@@ -419,7 +436,7 @@ def evaluate_piece(piece: int, records: Iterable[EventRecord], query_text: str, 
     kb = _worker_kb(kb_specs)
     engine = _PieceEngine(compiled, kb, cut, piece, start, limits)
     rejections = []         # every one (engine.stats keeps only a sample)
-    engine.on_reject = lambda error: rejections.append((error.position, error.message))
+    engine.on_reject = lambda error: rejections.append(Rejected.of(error))
     started = clock.perf_counter()
     ordered = sorted(records, key=EventRecord.sort_key)
     owned = []
@@ -505,8 +522,8 @@ class SparkRun:
                 read.persist()
                 cached.append(read)
             for summary in summaries:
-                for position, message in summary.rejections:
-                    self._reject(position, message)
+                for rejection in summary.rejections:
+                    self._reject(rejection)
             count = sum(summary.events for summary in summaries)
             triples = sum(summary.triples for summary in summaries)
             self.report.read_seconds = clock.perf_counter() - started
@@ -552,10 +569,10 @@ class SparkRun:
             self.stats.peak_keys = max(self.stats.peak_keys, output.peak_keys)
             self.stats.dropped_runs += output.dropped_runs
             self.stats.matches += output.matches
-            for position, message in output.rejections:
-                if (position, message) not in rejected:
-                    rejected.add((position, message))
-                    self._reject(position, message)
+            for rejection in output.rejections:
+                if (rejection.position, rejection.message) not in rejected:
+                    rejected.add((rejection.position, rejection.message))
+                    self._reject(rejection)
         self.stats.events = count - len(rejected)
         self.stats.triples = triples
         busy = [o.seconds for o in outputs]
@@ -606,8 +623,8 @@ class SparkRun:
             self.stats.results += 1
             yield result
 
-    def _reject(self, position: str | None, message: str) -> None:
-        error = EventError(message, position)
+    def _reject(self, rejection: Rejected) -> None:
+        error = rejection.error()
         self.stats.count_rejection(error)
         if self.on_reject is not None:
             self.on_reject(error)
