@@ -35,7 +35,7 @@ from ..errors import QueryError, SpaseqError
 from ..language.compiler import compile_query
 from ..language.limits import read_query_file
 from ..streams import reader
-from ..streams.reader import term_too_deep
+from ..streams.reader import TOO_LARGE_TERM, term_too_deep, term_too_large
 from .oxigraph import NestingChecked, open_rdf_file, rdf_format
 
 PROGRESS_EVERY = 1_000_000
@@ -144,6 +144,13 @@ def parse_lines(lines: list, fmt: ox.RdfFormat, first_line: int = 1) -> tuple[li
                 _parse_line(lines[index], fmt, first_line + index, quads, rejects)
             start, window = reported + 1, RETRY_LINES
             continue
+        except MemoryError as error:
+            if not term_too_large(error):
+                raise
+            for index in range(start, end):         # (each line parsed, the one with the term rejected)
+                _parse_line(lines[index], fmt, first_line + index, quads, rejects)
+            start, window = end, RETRY_LINES
+            continue
         quads.extend(parsed)
         start, window = end, window * 2
     return quads, rejects
@@ -161,6 +168,11 @@ def _parse_line(line, fmt: ox.RdfFormat, number: int, quads: list, rejects: list
     except SyntaxError as error:
         rejects.append(Reject(number, getattr(error, "offset", None), _syntax_message(error),
                               text.rstrip("\r")))
+        return
+    except MemoryError as error:
+        if not term_too_large(error):
+            raise
+        rejects.append(Reject(number, None, TOO_LARGE_TERM, text[:200] + "..."))
         return
     quads.extend(parsed)
 
@@ -247,6 +259,10 @@ class RdfFileReader:
                     yield from quads
         except SyntaxError as e:
             raise SpaseqError(f"{self.path}:{_where(e)} {_syntax_message(e)} ({self._loaded()})") from None
+        except MemoryError as e:
+            if not term_too_large(e):
+                raise
+            raise SpaseqError(f"{self.path}: {TOO_LARGE_TERM} ({self._loaded()})") from None
         except (OSError, EOFError, ValueError) as e:     # unreadable, or a broken .gz/.bz2
             raise SpaseqError(f"{self.path}: cannot read it: {e}") from None
 

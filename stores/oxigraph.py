@@ -16,7 +16,7 @@ from ..errors import SpaseqError
 from ..hookspecs import KbStore, hookimpl
 from ..kb import KnowledgeBase
 from ..streams import reader
-from ..streams.reader import NestingCheck
+from ..streams.reader import TOO_LARGE_TERM, NestingCheck, term_too_large
 
 RESERVED = "urn:spaseq:event"
 
@@ -108,6 +108,11 @@ class OxigraphKB(KnowledgeBase):
                 self.store.bulk_load(NestingChecked(f, path), fmt, to_graph=ox.NamedNode(graph) if graph else None)
         except (OSError, SyntaxError, ValueError, EOFError) as e:
             raise SpaseqError(f"cannot load KB file {path}: {e}") from None
+        except MemoryError as e:
+            if not term_too_large(e):
+                raise
+            raise SpaseqError(f"cannot load KB file {path}: {TOO_LARGE_TERM} ('spaseq kb load' rejects "
+                              "such a line of an N-Triples or N-Quads file and loads the rest)") from None
 
     def graph_names(self) -> list[str]:
         # evaluators put events into reserved urn:spaseq: graphs of an in-memory KB's store

@@ -51,7 +51,7 @@ from ..kb import KnowledgeBase, solution_count
 from ..runtime.results import term_to_json
 from ..http_deadline import Deadline, opener
 from ..streams import reader
-from ..streams.reader import term_too_deep
+from ..streams.reader import TOO_LARGE_TERM, term_too_deep, term_too_large
 from ..waits import wait_seconds
 
 JSON_RESULTS = "application/sparql-results+json"
@@ -236,6 +236,8 @@ class SparqlEndpointKB(KnowledgeBase):
         except SyntaxError as e:
             if "bnode" not in str(e).lower() and "blank node" not in str(e).lower():
                 raise SpaseqError(f"cannot read the results of the SPARQL endpoint {self.url}: {e}") from None
+        except MemoryError as e:
+            raise self._too_large(e) from None
         # Blank node labels pyoxigraph refuses (Virtuoso's "nodeID://b10000"): relabel them.
         try:
             return _read_results(_relabel_blank_nodes(body, fmt), fmt)
@@ -256,7 +258,15 @@ class SparqlEndpointKB(KnowledgeBase):
                 return [q.triple for q in ox.parse(body, fmt)]
             except SyntaxError as e:
                 raise SpaseqError(f"cannot read the graph the SPARQL endpoint {self.url} sent: {e}") from None
+            except MemoryError as e:
+                raise self._too_large(e) from None
         return self.results(sparql)
+
+    def _too_large(self, error: MemoryError) -> Exception:
+        """pyoxigraph's MemoryError on an answer: a term over its buffer, said so; else itself."""
+        if not term_too_large(error):
+            return error
+        return SpaseqError(f"cannot read the answer of the SPARQL endpoint {self.url}: {TOO_LARGE_TERM}")
 
     def _too_deep(self) -> SpaseqError:
         return SpaseqError(f"the SPARQL endpoint {self.url} answered with triple terms nested more than "

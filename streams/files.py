@@ -439,7 +439,7 @@ def _line_owner(line: bytes):
         return None
     try:
         quads = list(ox.parse(input=line, format=ox.RdfFormat.N_QUADS))
-    except SyntaxError:
+    except (SyntaxError, MemoryError):      # (MemoryError: a term over 16 MiB; the reader rejects the line)
         return None
     if len(quads) != 1:
         return None

@@ -151,6 +151,8 @@ __all__ = [
     "line_too_long",
     "parse_line_batch",
     "term_too_deep",
+    "term_too_large",
+    "TOO_LARGE_TERM",
 ]
 
 #: How many other graphs may start between a graph's first block and its
@@ -761,10 +763,17 @@ def _syntax_error(error: SyntaxError, where: str, line: int, column0: int, heade
                       **_text_of(text))
 
 
+TOO_LARGE_TERM = f"a term (IRI or literal) is longer than {_TOKEN_LIMIT >> 20} MiB, the most the RDF parser takes"
+
+
+def term_too_large(error: MemoryError) -> bool:
+    """Whether pyoxigraph raised ``error`` for a term longer than its buffer, not
+    for want of memory (the reader's own parses take either for a term too large)."""
+    return str(error).startswith("Reached the buffer maximal size")
+
+
 def _too_large_term(where: str, line: int, text: bytes, graph: str | None = None) -> EventError:
-    return EventError(f"a term (IRI or literal) is longer than {_TOKEN_LIMIT >> 20} MiB, the most the "
-                      "RDF parser takes", f"{where}:{line}", reason="too-large", graph=graph,
-                      **_text_of(text))
+    return EventError(TOO_LARGE_TERM, f"{where}:{line}", reason="too-large", graph=graph, **_text_of(text))
 
 
 def term_too_deep(text: bytes) -> int:

@@ -678,3 +678,28 @@ def test_a_backtracking_regex_over_a_hostile_literal_ends_at_once(pattern, text,
 def test_a_regex_that_cannot_backtrack_far_keeps_the_fast_path(pattern):
     engine = Engine(REGEX_QUERY.format(pattern=pattern))
     assert engine.evaluator.describe(engine.compiled.gpms["A"]).startswith("spectra")
+
+
+_HUGE = "x" * (17 << 20)        # past pyoxigraph's 16 MiB buffer for one term
+
+
+@pytest.mark.parametrize("media, answer", [
+    ("application/sparql-results+json",
+     '{"head": {"vars": ["o"]}, "results": {"bindings": [{"o": {"type": "literal", "value": "%s"}}]}}' % _HUGE),
+    ("text/tab-separated-values", f'?o\n"{_HUGE}"\n'),
+    ("application/n-triples", f'<http://x> <http://p> "{_HUGE}" .\n'),
+])
+def test_kb_endpoint_answers_with_a_term_over_16_mib_are_clear_errors(media, answer):
+    """pyoxigraph raises MemoryError on such a term: the run ended 'out of memory',
+    telling the user to lower --max-runs."""
+    endpoint = Endpoint(reply=lambda q: (200, media, answer.encode()))
+    try:
+        kb = KnowledgeBase.from_specs([f"sparql:{endpoint.url}"])
+        with pytest.raises(SpaseqError, match="cannot read the answer of the SPARQL endpoint .*: a term "
+                                              r"\(IRI or literal\) is longer than 16 MiB"):
+            if media == "application/n-triples":
+                kb.query_results("CONSTRUCT WHERE { ?s ?p ?o }")
+            else:
+                list(kb.select("SELECT ?o WHERE { ?s ?p ?o }"))
+    finally:
+        endpoint.close()

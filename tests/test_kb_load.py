@@ -316,3 +316,34 @@ def test_a_line_too_long_is_rejected_as_it_streams_by(tmp_path, monkeypatch, las
     assert [str(q.object) for q in quads] == ["<http://b>", "<http://c>"]
     said = "a line longer than 1,000 bytes (--max-statement), skipped"
     assert [(r.line, r.message) for r in rejects] == [(2, said), (4, said)]
+
+
+BIG = '"' + "x" * (17 << 20) + '"'      # past pyoxigraph's 16 MiB buffer for one term
+
+
+def test_a_term_too_large_for_the_parser_is_one_rejected_line(tmp_path, capsys):
+    """An N-Triples line of one 17 MiB literal is within --max-statement (32 MiB), but
+    pyoxigraph raises MemoryError on it: 'kb load' ended with 'out of memory', telling
+    the user to lower --max-runs.  Now the line is rejected at its number and the rest
+    loaded; a Turtle file, read whole, is refused saying why; so is a --kb file."""
+    dump = tmp_path / "kb.nt"
+    dump.write_text(f"<{EX}a> <{EX}p> <{EX}b> .\n<{EX}a> <{EX}p> {BIG} .\n<{EX}a> <{EX}p> <{EX}c> .\n")
+    assert cli.main(["kb", "load", str(dump), "--into", f"oxigraph:{tmp_path / 'store'}"]) == 0
+    err = capsys.readouterr().err
+    assert "1 bad line rejected" in err and "out of memory" not in err, err
+    [reject] = (tmp_path / "store.rejects").read_text().splitlines()
+    assert reject.startswith(f"{dump}:2: a term (IRI or literal) is longer than 16 MiB, the most the RDF parser "
+                             f"takes\t<{EX}a> <{EX}p> \"xxx") and len(reject) < 1000
+    store = ox.Store.read_only(str(tmp_path / "store"))
+    assert sorted(str(q.object) for q in store) == [f"<{EX}b>", f"<{EX}c>"]
+    turtle = tmp_path / "kb.ttl"
+    turtle.write_text(dump.read_text())
+    assert cli.main(["kb", "load", str(turtle), "--into", f"oxigraph:{tmp_path / 'other'}"]) == 2
+    assert "kb.ttl: a term (IRI or literal) is longer than 16 MiB" in capsys.readouterr().err
+    query = tmp_path / "q.rq"
+    query.write_text(f"SELECT * FROM STREAM S <{EX}s> WHERE {{ SEQ (A) DEFINE GPM A ON S {{ ?x <{EX}p> ?y "
+                     f"GRAPH <{EX}kb> {{ ?y <{EX}p> ?z }} }} }}")
+    (tmp_path / "s.trig").write_text("")
+    assert cli.main(["run", str(query), "--stream", f"S={tmp_path / 's.trig'}", "--kb", f"{EX}kb={dump}"]) == 2
+    err = capsys.readouterr().err
+    assert f"cannot load KB file {dump}: a term (IRI or literal) is longer than 16 MiB" in err, err
