@@ -260,6 +260,9 @@ def read_manifest(path: str) -> list[tuple[str, str, int]]:
             stream, file_path, count = match.group(1), match.group(2), int(match.group(3))
             if count < 1:
                 raise EventError(f"triples per event must be at least 1, not {count}", position)
+            if count > reader.MAX_EVENT_TRIPLES:        # (each event is held whole while it is read)
+                raise EventError(f"triples per event must be at most {reader.MAX_EVENT_TRIPLES:,} "
+                                 f"(--max-event-triples), not {count:,}", position)
             beside = os.path.normpath(os.path.join(base, file_path))
             if os.path.isfile(beside):
                 file_path = beside

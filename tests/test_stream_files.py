@@ -541,13 +541,23 @@ def test_read_manifest(tmp_path, monkeypatch):
 
 
 @pytest.mark.parametrize("line", ["<http://s> ./x.nt 2", "<http://s> <x.nt>", "<http://s> <x.nt> 0",
-                                  "<http://s> <missing.nt> 2"])
+                                  "<http://s> <missing.nt> 2", "<http://s> <x.nt> 1000001"])
 def test_read_manifest_bad_line(tmp_path, line):
     write(tmp_path / "x.nt", NT)
     manifest = write(tmp_path / "m.txt", "# ok\n" + line + "\n")
     with pytest.raises(EventError) as info:
         read_manifest(manifest)
     assert info.value.position == f"{manifest}:2"
+
+
+def test_a_manifest_event_is_no_larger_than_the_event_limit(tmp_path):
+    """An event of N triples is held whole while read: N = 10^20 made the whole file
+    one event (2 million lines: 0.7 GB) before it was rejected as incomplete."""
+    write(tmp_path / "x.nt", NT)
+    manifest = write(tmp_path / "m.txt", "<http://s> <x.nt> 99999999999999999999\n")
+    with pytest.raises(EventError, match=r"triples per event must be at most 1,000,000 \(--max-event-triples\), "
+                                         "not 99,999,999,999,999,999,999"):
+        read_manifest(manifest)
 
 
 def test_read_manifest_streams(tmp_path):
