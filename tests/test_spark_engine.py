@@ -140,6 +140,24 @@ def test_distinct_and_construct_numbering_are_global():
     assert graphs == [f"<urn:spaseq:match:{n}>" for n in range(1, 5)]
 
 
+def test_distinct_keeps_at_most_its_limit_of_rows_on_spark_too():
+    from spaseq_plugin import LimitError, StateLimits
+    events = kind_events("a@1 b@2 a@3 b@4 a@5 b@6 a@7 b@8")
+    distinct = query("A : B", head="SELECT DISTINCT ?b", within="WITHIN 10 SECONDS")
+    compiled = compile_query(distinct)
+    with tempfile.TemporaryDirectory() as folder:
+        paths = write_stream_files(events, folder)
+        sources = archived_sources(compiled, sorted(paths.items()), [])
+        for most, stops in ((4, False), (3, True)):
+            run = SparkRun(compiled, distinct, sources, [], pieces=4, min_piece_windows=0,
+                           limits=StateLimits(max_distinct=most))
+            if stops:
+                with pytest.raises(LimitError, match="DISTINCT has output 3 rows"):
+                    list(run.results())
+            else:
+                assert len(list(run.results())) == 4
+
+
 def test_cut_by_time_places_overlap_and_ownership():
     compiled = compile_query(query("A ; B", within="WITHIN 2 SECONDS"))
     cut = plan_cut(compiled, list(range(0, 100)), 0, 99, 4, None)

@@ -436,6 +436,21 @@ def test_a_cut_join_is_told_for_each_mapping():
     assert caught.value.steps == 500 and caught.value.solutions == [[], []]
 
 
+def test_distinct_keeps_at_most_its_limit_of_rows():
+    """DISTINCT keeps each row it output for the query's lifetime: on a stream without
+    end, a memory without bound.  Past --max-distinct the run stops, whatever the
+    policy (dropping its memory would let a row out twice)."""
+    query = PREFIX + plain("A : B", "WITHIN 10 SECONDS").replace("SELECT *", "SELECT DISTINCT ?b")
+    stream = kinds("a1@1", "b1@2", "b1@3", "b2@4", "b3@5", "b2@6")
+    assert len(list(Engine(query, state_limits=StateLimits(max_distinct=3)).run(stream))) == 3
+    for policy in ("fail", "drop-oldest"):
+        engine = Engine(query, state_limits=StateLimits(max_distinct=2, policy=policy))
+        with pytest.raises(LimitError) as caught:
+            list(engine.run(stream))
+        assert str(caught.value).startswith("DISTINCT has output 2 rows, the most it keeps (--max-distinct)")
+    assert len(list(Engine(query, state_limits=StateLimits(max_distinct=None)).run(stream))) == 3
+
+
 def test_the_partition_cap_leaves_other_keys_alone():
     limits = StateLimits(max_partition_runs=2, policy="drop-oldest")
     engine = Engine(keyed("A ; B", "WITHIN 100 SECONDS"), state_limits=limits)
@@ -588,11 +603,12 @@ def test_explain_shows_the_limits_in_force(exponential):
     assert "5,000 runs (--max-runs); per partition: 50 per key" in p.stdout
     assert "run state: no limit" in p.stdout and "drop the oldest partial matches" in p.stdout
     assert "one event: no limit (--max-join-steps)" in p.stdout
+    assert "rows DISTINCT keeps: 1,000,000 rows (--max-distinct" in p.stdout
 
 
 @pytest.mark.parametrize("flag, value", [("--max-runs", "0"), ("--max-runs", "many"),
                                          ("--max-state-memory", "12Q"), ("--max-partition-runs", "-3"),
-                                         ("--max-join-steps", "0")])
+                                         ("--max-join-steps", "0"), ("--max-distinct", "-1")])
 def test_bad_limit_values_are_usage_errors(exponential, flag, value):
     p = subprocess.run(SPASEQ + ["run", "q.rq", "--stream", "S=s.trig", flag, value],
                        capture_output=True, text=True, cwd=exponential, timeout=120)

@@ -45,7 +45,7 @@ _RESULT_ARGUMENTS = ("stream", "manifest", "kb", "kb_materialized", "events", "o
                      "max_nesting", "allow_service", "service_timeout", "max_runs", "max_partition_runs",
                      "max_state_memory", "on_limit", "engine")
 # Added since: in the hash only when given, so that the checkpoints of earlier versions resume.
-_RESULT_ARGUMENTS_WHEN_GIVEN = ("max_term_depth", "max_held", "max_join_steps")
+_RESULT_ARGUMENTS_WHEN_GIVEN = ("max_term_depth", "max_held", "max_join_steps", "max_distinct")
 
 
 class RunCheckpoints:

@@ -41,7 +41,7 @@ from ..compiled import describe as describe_build
 from ..language.compiler import CompiledQuery, compile_query
 from ..language.limits import DEFAULT_MAX_NESTING, DEFAULT_SERVICE_TIMEOUT, QueryLimits, read_query_file
 from ..runtime.engine import Engine, prepare_collector, query_warnings
-from ..runtime.nfa_runtime import (DEFAULT_MAX_JOIN_STEPS, DEFAULT_MAX_RUNS, DEFAULT_MAX_STATE_BYTES, POLICIES,
+from ..runtime.nfa_runtime import (DEFAULT_MAX_DISTINCT, DEFAULT_MAX_JOIN_STEPS, DEFAULT_MAX_RUNS, DEFAULT_MAX_STATE_BYTES, POLICIES,
                                    StateLimits)
 from ..errors import EventError, LimitError, QueryError, SpaseqError, StateLimitError, UsageError, as_usage_error
 from ..events import format_time, parse_time_text
@@ -418,6 +418,10 @@ def _add_limit_options(command: argparse.ArgumentParser) -> None:
                          help="rows a GPM's join may try on one event, so that an event whose triples "
                               "make a vast product that a FILTER rejects does not hold the run for hours "
                               f"(default {DEFAULT_MAX_JOIN_STEPS:,}, a few seconds; 'none' lifts it)")
+    command.add_argument("--max-distinct", metavar="N",
+                         help="rows SELECT DISTINCT keeps, each for the query's lifetime so that a later equal "
+                              f"one is dropped; past it the run stops (exit status 3) (default "
+                              f"{DEFAULT_MAX_DISTINCT:,}, a few hundred MB; 'none' lifts it)")
     command.add_argument("--on-limit", choices=POLICIES, default=POLICIES[0],
                          help="when --max-runs, --max-partition-runs, --max-state-memory or --max-join-steps "
                               "is reached: fail "
@@ -510,7 +514,9 @@ def _state_limits(args) -> StateLimits:
                        _limit_value("--max-partition-runs", args.max_partition_runs),
                        _limit_value("--max-state-memory", args.max_state_memory, size=True), args.on_limit,
                        DEFAULT_MAX_JOIN_STEPS if args.max_join_steps is None else
-                       _limit_value("--max-join-steps", args.max_join_steps))
+                       _limit_value("--max-join-steps", args.max_join_steps),
+                       DEFAULT_MAX_DISTINCT if args.max_distinct is None else
+                       _limit_value("--max-distinct", args.max_distinct))
 
 
 def _limit_value(flag: str, text: str, size: bool = False) -> int | None:

@@ -120,7 +120,7 @@ class Engine:
         self.compiled = compile_query(query, limits) if isinstance(query, str) else query
         self.kb, self._own_kb = knowledge_base(kb) if kb is not None else (None, False)
         self.evaluator = evaluator or SpectraEvaluator(self.kb)
-        self.projector = Projector(self.compiled)
+        self.projector = Projector(self.compiled, (state_limits or StateLimits()).max_distinct)
         self._stats = RunStats()
         self.on_result = on_result
         self.on_reject = on_reject

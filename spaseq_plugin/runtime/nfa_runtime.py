@@ -175,6 +175,7 @@ POLICIES = (FAIL, DROP_NEWEST, DROP_OLDEST)
 DEFAULT_MAX_RUNS = 1_000_000
 DEFAULT_MAX_STATE_BYTES = 512 << 20
 DEFAULT_MAX_JOIN_STEPS = 10_000_000     # seconds of work on one event (2-3 million rows a second, filtered)
+DEFAULT_MAX_DISTINCT = 1_000_000        # rows DISTINCT keeps: a few hundred MB
 COMPACT_SLACK = 32      # dead runs a partition's indexes may hold beyond its live ones
 DISCARD_AMONG = 16      # a spent run leaves the age index at once if its first τ has no more runs (_Ages.discard)
 
@@ -191,11 +192,12 @@ class StateLimits:
     max_state_bytes: int | None = DEFAULT_MAX_STATE_BYTES   # their estimated size
     policy: str = FAIL                                      # fail, drop-newest or drop-oldest
     max_join_steps: int | None = DEFAULT_MAX_JOIN_STEPS     # rows a GPM's join tries on one event
+    max_distinct: int | None = DEFAULT_MAX_DISTINCT         # rows DISTINCT keeps (always fails past it)
 
     def __post_init__(self):
         if self.policy not in POLICIES:
             raise ValueError(f"unknown limit policy {self.policy!r} (use {', '.join(POLICIES)})")
-        for name in ("max_runs", "max_partition_runs", "max_state_bytes", "max_join_steps"):
+        for name in ("max_runs", "max_partition_runs", "max_state_bytes", "max_join_steps", "max_distinct"):
             value = getattr(self, name)
             if value is not None and (not isinstance(value, int) or value < 1):
                 raise ValueError(f"{name} must be a positive integer or None, not {value!r}")
@@ -213,7 +215,8 @@ class StateLimits:
         return (f"limits: active runs per query: {cap(self.max_runs, 'runs')} (--max-runs); "
                 f"per partition: {per_key} (--max-partition-runs); run state: {state}, estimated "
                 f"(--max-state-memory); a GPM's join on one event: {cap(self.max_join_steps, 'steps')} "
-                f"(--max-join-steps); when reached: {action} (--on-limit {self.policy})")
+                f"(--max-join-steps); when reached: {action} (--on-limit {self.policy}); rows DISTINCT "
+                f"keeps: {cap(self.max_distinct, 'rows')} (--max-distinct; when reached, the run stops)")
 
 # The classes below are Cython extension types when the module is compiled (typed
 # attributes, read in C by the functions that declare their arguments' types with

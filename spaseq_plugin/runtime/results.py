@@ -23,6 +23,7 @@ from rdflib.term import BNode, Variable
 
 from ..language.compiler import CompiledQuery
 from ..events import Event, Time
+from ..errors import StateLimitError
 from ..evaluators.protocol import Term, term_text
 from .nfa_runtime import Match
 from ..language.syntax import Aggregate
@@ -78,19 +79,28 @@ def _new_result(time, is_datetime, bindings, triples, events: tuple, graph) -> R
     return result
 
 
+def distinct_limit_error(rows: int) -> StateLimitError:
+    return StateLimitError(f"DISTINCT has output {rows:,} rows, the most it keeps (--max-distinct): it keeps "
+                           "each for the query's lifetime, to drop a later equal one; raise the limit, or lift "
+                           "it with none")
+
+
 @cython.cclass
 class Projector:
     """Turns matches into results for one query."""
     q = cython.declare(object, visibility="public")
     distinct_seen = cython.declare(object, visibility="public")
+    _max_distinct = cython.declare(cython.Py_ssize_t, visibility="public")
     template = cython.declare(object, visibility="public")
     _plain = cython.declare(tuple, visibility="public")
     _count = cython.declare(object, visibility="public")
     _agg_store = cython.declare(object, visibility="public")
 
-    def __init__(self, compiled: CompiledQuery):
+    def __init__(self, compiled: CompiledQuery, max_distinct: int | None = None):
         self.q = compiled
         self.distinct_seen: set | None = set() if compiled.query.distinct else None
+        # DISTINCT keeps each row it output for the query's lifetime: at most this many
+        self._max_distinct = (1 << 62) if max_distinct is None else min(max_distinct, 1 << 62)
         self.template = compiled.template
         # SELECT without aggregates, the common case: the projected variables, read off μ
         self._plain = None if any(isinstance(item, Aggregate) for item in compiled.projection) \
@@ -144,6 +154,8 @@ class Projector:
             key = frozenset(bindings.items())
             if key in self.distinct_seen:
                 return None
+            if len(self.distinct_seen) >= self._max_distinct:
+                raise distinct_limit_error(len(self.distinct_seen))
             self.distinct_seen.add(key)
         return _new_result(match.time, is_dt, bindings, None, match.events, None)
 

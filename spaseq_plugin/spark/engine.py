@@ -58,7 +58,7 @@ from ..errors import EventError, SpaseqError, StateLimitError
 from ..events import Event, Time
 from ..evaluators.spectra import SpectraEvaluator
 from ..kb import KnowledgeBase, parse_kb_spec
-from ..runtime.results import Result
+from ..runtime.results import Result, distinct_limit_error
 from ..runtime.nfa_runtime import Match, StateLimits, distinct_placement, partition_keys
 from ..streams.files import (DONE_MEMORY, nquads_spans, read_manifest, read_ntriples_chunks, read_stream_file,
                              stream_file_paths)
@@ -609,6 +609,7 @@ class SparkRun:
     def _final(self, ordered: list[tuple[tuple, tuple]]) -> Iterator[Result]:
         """DISTINCT and CONSTRUCT graph numbers, once over the whole output."""
         seen: set | None = set() if self.compiled.query.distinct else None
+        most = (self.limits or StateLimits()).max_distinct
         number = itertools.count(1)
         iris: dict = {}
         for _, packed in ordered:
@@ -616,6 +617,8 @@ class SparkRun:
                 key = frozenset(packed[2])
                 if key in seen:
                     continue
+                if most is not None and len(seen) >= most:
+                    raise distinct_limit_error(len(seen))
                 seen.add(key)
             result = unpack_result(packed, iris)
             if result.graph is not None:
