@@ -347,3 +347,17 @@ def test_a_term_too_large_for_the_parser_is_one_rejected_line(tmp_path, capsys):
     assert cli.main(["run", str(query), "--stream", f"S={tmp_path / 's.trig'}", "--kb", f"{EX}kb={dump}"]) == 2
     err = capsys.readouterr().err
     assert f"cannot load KB file {dump}: a term (IRI or literal) is longer than 16 MiB" in err, err
+
+
+def test_running_out_of_memory_in_kb_load_does_not_name_the_flags_of_run(tmp_path, capsys, monkeypatch):
+    """'kb load' said to lower --max-state-memory or --max-runs, which it does not have."""
+    from spaseq_plugin.cli import kb_commands
+
+    def out_of_memory(spec):
+        raise MemoryError
+    monkeypatch.setattr(kb_commands, "open_loader", out_of_memory)
+    dump = tmp_path / "kb.nt"
+    dump.write_text(nq("s", "p", "o"))
+    assert cli.main(["kb", "load", str(dump), "--into", f"oxigraph:{tmp_path / 'store'}"]) == 3
+    assert capsys.readouterr().err.splitlines()[-1] == \
+        "spaseq: limit reached: out of memory: give the process more memory"

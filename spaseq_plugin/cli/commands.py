@@ -115,7 +115,9 @@ def _command(args: argparse.Namespace) -> int:
         _error(f"limit reached: {where}{e}")
         return EXIT_LIMIT
     except MemoryError:
-        _error(f"limit reached: {OUT_OF_MEMORY}")
+        # (the state limits are flags of run and explain: other commands hold no runs)
+        _error("limit reached: " + (OUT_OF_MEMORY if hasattr(args, "max_runs") else
+                                    "out of memory: give the process more memory"))
         return EXIT_LIMIT
     except KeyboardInterrupt as stop:
         _error(f"terminated ({stop})" if isinstance(stop, Terminated) else "interrupted")
