@@ -533,16 +533,7 @@ def _nested_json(levels: int) -> str:
 ])
 def test_kb_endpoint_answers_nesting_triple_terms_too_deep_are_not_parsed(media, answer):
     """Some 17,000 levels crash pyoxigraph's parsers (100 do not: a failing check fails here, not the process)."""
-    endpoint = Endpoint(reply=lambda q: (200, media, answer.encode()))
-    try:
-        kb = KnowledgeBase.from_specs([f"sparql:{endpoint.url}"])
-        with pytest.raises(SpaseqError, match="answered with triple terms nested more than 64 deep"):
-            if media == "application/n-triples":
-                kb.query_results("CONSTRUCT WHERE { ?s ?p ?o }")
-            else:
-                list(kb.select("SELECT ?o WHERE { ?s ?p ?o }"))
-    finally:
-        endpoint.close()
+    _endpoint_answer_refused(media, answer, "answered with triple terms nested more than 64 deep")
     shallow = answer.replace("<<( <http://a> <http://p> " * 100, "<<( <http://a> <http://p> " * 64) \
         .replace(" )>>" * 100, " )>>" * 64).replace(_nested_json(100), _nested_json(64))
     endpoint = Endpoint(reply=lambda q: (200, media, shallow.encode()))
@@ -692,11 +683,17 @@ _HUGE = "x" * (17 << 20)        # past pyoxigraph's 16 MiB buffer for one term
 def test_kb_endpoint_answers_with_a_term_over_16_mib_are_clear_errors(media, answer):
     """pyoxigraph raises MemoryError on such a term: the run ended 'out of memory',
     telling the user to lower --max-runs."""
+    _endpoint_answer_refused(media, answer, "cannot read the answer of the SPARQL endpoint .*: a term "
+                                            r"\(IRI or literal\) is longer than 16 MiB")
+
+
+def _endpoint_answer_refused(media: str, answer: str, message: str) -> None:
+    """A KB query (CONSTRUCT for a graph's media type, else SELECT) to an endpoint
+    answering ``answer`` raises SpaseqError matching ``message``."""
     endpoint = Endpoint(reply=lambda q: (200, media, answer.encode()))
     try:
         kb = KnowledgeBase.from_specs([f"sparql:{endpoint.url}"])
-        with pytest.raises(SpaseqError, match="cannot read the answer of the SPARQL endpoint .*: a term "
-                                              r"\(IRI or literal\) is longer than 16 MiB"):
+        with pytest.raises(SpaseqError, match=message):
             if media == "application/n-triples":
                 kb.query_results("CONSTRUCT WHERE { ?s ?p ?o }")
             else:

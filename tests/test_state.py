@@ -361,10 +361,7 @@ def test_a_product_inside_one_gpm_stops_at_the_run_cap(policy, name):
     engine = Engine(product(), state_limits=StateLimits(max_runs=100, policy=policy),
                     evaluator=evaluator_named(name))
     if policy == "fail":
-        with pytest.raises(LimitError) as caught:
-            list(engine.run(product_events(20)))
-        assert "GPM B has more than 100 solutions (--max-runs) on the event" in str(caught.value)
-        assert "at time 2" in str(caught.value)
+        _stops_on_the_event_at_time_2(engine, product_events(20), "GPM B has more than 100 solutions (--max-runs)")
         return
     results = list(engine.run(product_events(20)))
     assert len(results) == 100 and len({tuple(sorted(r.bindings.items())) for r in results}) == 100
@@ -406,13 +403,17 @@ def test_a_join_its_filter_rejects_stops_after_the_join_step_limit(policy):
     edges each way took hours on one event so."""
     engine = Engine(product(UNJOINABLE), state_limits=StateLimits(max_join_steps=1_000, policy=policy))
     if policy == "fail":
-        with pytest.raises(LimitError) as caught:
-            list(engine.run(product_events(300)))
-        assert "GPM B took more than 1,000 join steps (--max-join-steps) on the event" in str(caught.value)
-        assert "at time 2" in str(caught.value)
+        _stops_on_the_event_at_time_2(engine, product_events(300),
+                                      "GPM B took more than 1,000 join steps (--max-join-steps)")
         return
     assert list(engine.run(product_events(300))) == []
     assert engine.stats.dropped_runs == 1
+
+
+def _stops_on_the_event_at_time_2(engine: Engine, events: list, said: str) -> None:
+    with pytest.raises(LimitError) as caught:
+        list(engine.run(events))
+    assert f"{said} on the event" in str(caught.value) and "at time 2" in str(caught.value)
 
 
 def test_the_join_step_limit_leaves_a_join_within_it_whole():
