@@ -223,10 +223,12 @@ class SpectraEvaluator:
     _next_kept = cython.declare(cython.Py_ssize_t, visibility="public")
     _last_event = cython.declare(object, visibility="public")
     _last_state = cython.declare(_EventState, visibility="public")
+    _held = cython.declare(object, visibility="public")
     _slots = cython.declare(dict, visibility="public")
     _layouts = cython.declare(dict, visibility="public")
     _shapes = cython.declare(dict, visibility="public")
     fallbacks = cython.declare(object, visibility="public")
+    summaries = cython.declare(cython.longlong, visibility="public")
     _most = cython.declare(cython.Py_ssize_t, visibility="public")
     _most_steps = cython.declare(cython.longlong, visibility="public")
 
@@ -244,10 +246,12 @@ class SpectraEvaluator:
         self._next_kept = 0
         self._last_event: Event | None = None          # the last event _state was asked about ...
         self._last_state: _EventState | None = None    # ... and its state
+        self._held: dict | None = None     # event -> state, every one made while hold_summaries is on
         self._slots: dict[ox.NamedNode, int] = {}       # what some plan's triple patterns use -> its view's slot
         self._layouts: dict[str, list] = {}             # stream -> its last event's (predicate, slot) by position
         self._shapes: dict[tuple, int] = {}             # plan shape -> its number (a small int hashes for nothing)
         self.fallbacks = 0           # evaluations that went to Oxigraph for a value
+        self.summaries = 0           # event summaries made (an event's again when it left the ring)
         self._most = _UNLIMITED      # solutions of a GPM on an event made at most (limit_solutions)
         self._most_steps = _UNLIMITED    # join steps of a GPM on an event at most (limit_steps)
 
@@ -267,6 +271,13 @@ class SpectraEvaluator:
         self._most = _UNLIMITED if most is None or most >= _UNLIMITED else most + 1
         if self._fallback is not None:
             self._fallback.limit_solutions(most)
+
+    def hold_summaries(self, hold: bool) -> None:
+        """While ``hold``, keep the summary of every event asked about, beyond the ring
+        of the last few: the runtime holds them over a batch of a query with negation,
+        whose guard checks each run against every buffered event (with the ring alone,
+        each run made the summaries of the whole buffer again).  ``False`` lets them go."""
+        self._held = {} if hold else None
 
     def limit_steps(self, most: int | None) -> None:
         """Stop a GPM's join on one event after ``most`` steps, a step being a row of
@@ -403,6 +414,8 @@ class SpectraEvaluator:
                 self._kept_events = [None] * _KEPT_EVENTS     # summaries made without the new predicates
                 self._kept_states = [None] * _KEPT_EVENTS
                 self._last_event = self._last_state = None
+                if self._held is not None:
+                    self._held = {}
                 self._layouts = {}
             for p in plan.patterns:
                 p.slot = self._slots[p.predicate]
@@ -489,7 +502,13 @@ class SpectraEvaluator:
                 state = self._kept_states[i]
                 break
         else:
-            state = _event_state(_summarise(event, self._slots, self._layouts))
+            held = self._held
+            state = None if held is None else held.get(event)
+            if state is None:
+                state = _event_state(_summarise(event, self._slots, self._layouts))
+                self.summaries += 1
+                if held is not None:
+                    held[event] = state
             i = self._next_kept
             kept[i] = event
             self._kept_states[i] = state

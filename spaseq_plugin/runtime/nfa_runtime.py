@@ -176,6 +176,9 @@ DEFAULT_MAX_RUNS = 1_000_000
 DEFAULT_MAX_STATE_BYTES = 512 << 20
 DEFAULT_MAX_JOIN_STEPS = 10_000_000     # seconds of work on one event (2-3 million rows a second, filtered)
 DEFAULT_MAX_DISTINCT = 1_000_000        # rows DISTINCT keeps: a few hundred MB
+# A guard's scan of more buffered events than this asks the evaluator to hold their
+# summaries over the batch (more than the few recent ones SPECTRA keeps anyway).
+_HELD_FROM = cython.declare(cython.Py_ssize_t, 16)
 COMPACT_SLACK = 32      # dead runs a partition's indexes may hold beyond its live ones
 DISCARD_AMONG = 16      # a spent run leaves the age index at once if its first τ has no more runs (_Ages.discard)
 
@@ -605,6 +608,8 @@ class Runtime:
     _event_streams = cython.declare(list, visibility="public")
     _prefetching = cython.declare(object, visibility="public")
     _evaluate_one = cython.declare(object, visibility="public")
+    _hold_summaries = cython.declare(object, visibility="public")
+    _holding = cython.declare(cython.bint, visibility="public")
     _probes = cython.declare(dict, visibility="public")
     _placement = cython.declare(object, visibility="public")
     _partition_by = cython.declare(object, visibility="public")
@@ -666,6 +671,11 @@ class Runtime:
         limit_steps = getattr(evaluator, "limit_steps", None)
         if limit_steps is not None:
             limit_steps(self.limits.max_join_steps)
+        # A negation guard checks each run against every buffered event: an evaluator
+        # that keeps only the last few events' summaries would make them again per run
+        # (see _guard_hit).
+        self._hold_summaries = getattr(evaluator, "hold_summaries", None) if self.needs_buffer else None
+        self._holding = False
         self._probes: dict[Edge, Probe] = self._make_probes()
         self._placement = distinct_placement(compiled, evaluator)
         self._partition_by = compiled.partition_by
@@ -704,6 +714,9 @@ class Runtime:
             self._process_batch(time, events)
         finally:
             self._batching = False
+            if self._holding:
+                self._hold_summaries(False)
+                self._holding = False
         matches = self._batch_matches
         if matches:
             if len(matches) > 1:
@@ -1331,6 +1344,9 @@ class Runtime:
 
     @cython.cfunc
     def _guard_hit(self, part: _Partition, guards, mu, after: Time, before: Time) -> bool:
+        if not self._holding and self._hold_summaries is not None and len(part.buffer) > _HELD_FROM:
+            self._hold_summaries(True)      # (until the batch ends: process_batch)
+            self._holding = True
         for event in part.buffer:
             if after < event.time < before:
                 for gpm in guards:
