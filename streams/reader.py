@@ -738,7 +738,9 @@ def parse_line_batch(batch: list[tuple[int, bytes]], rdf_format: ox.RdfFormat,
         except SyntaxError as error:
             yield _syntax_error(error, where, number, 0, 0, line)
             continue
-        except MemoryError:
+        except MemoryError as error:
+            if not term_too_large(error):
+                raise       # (the process is out of memory: no line of the input is to blame)
             yield _too_large_term(where, number, line)
             continue
         yield from ((number, quad) for quad in quads)
@@ -768,7 +770,8 @@ TOO_LARGE_TERM = f"a term (IRI or literal) is longer than {_TOKEN_LIMIT >> 20} M
 
 def term_too_large(error: MemoryError) -> bool:
     """Whether pyoxigraph raised ``error`` for a term longer than its buffer, not
-    for want of memory (the reader's own parses take either for a term too large)."""
+    for want of memory.  (A piece or batch that fails either way is read again
+    statement by statement, or line by line, where the two are told apart.)"""
     return str(error).startswith("Reached the buffer maximal size")
 
 
@@ -1806,7 +1809,9 @@ class _TrigParser:
         except SyntaxError as error:
             return self._reject(statement, _syntax_error(
                 error, self.where, statement.line, statement.column0, header_lines, text))
-        except MemoryError:
+        except MemoryError as error:
+            if not term_too_large(error):
+                raise       # (the process is out of memory: no statement of the input is to blame)
             return self._reject(statement, _too_large_term(self.where, statement.line, text))
         if len(quads) > MAX_EVENT_TRIPLES:
             return self._reject(statement, EventError(

@@ -14,6 +14,7 @@ import subprocess
 import sys
 import threading
 import tracemalloc
+import types
 import zlib
 
 import pyoxigraph as ox
@@ -217,6 +218,17 @@ def test_spaseq_run_shows_the_rejection_of_an_endless_line_at_once(tmp_path):
     assert process.returncode == 0, err
     assert [json.loads(line)["bindings"]["v"]["value"] for line in out.decode().splitlines()] == ["v1", "v4"]
     assert "1 rejected (1 too-large)" in err.decode()
+
+
+def test_a_parse_out_of_memory_rejects_no_line(monkeypatch):
+    # pyoxigraph raises MemoryError for a term over 16 MiB, and for want of memory.
+    # The reader took both for a term too large: a process out of memory went on
+    # rejecting good lines as too large, and they were lost.
+    def out_of_memory(**_):
+        raise MemoryError()
+    monkeypatch.setattr(reader, "ox", types.SimpleNamespace(parse=out_of_memory))
+    with pytest.raises(MemoryError):
+        list(reader.parse_line_batch([(1, b"<urn:a> <urn:p> <urn:b> .\n")], ox.RdfFormat.N_TRIPLES, "t"))
 
 
 @pytest.mark.parametrize("fmt", ["trig", "nq"])
