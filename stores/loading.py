@@ -126,13 +126,10 @@ def parse_lines(lines: list, fmt: ox.RdfFormat, first_line: int = 1) -> tuple[li
     while start < len(lines):
         end = min(len(lines), start + window)
         text = separator.join(lines[start:end])
-        if term_too_deep(_as_bytes(text)) >= 0:
-            for index in range(start, end):         # (each line checked, the deep ones rejected)
-                _parse_line(lines[index], fmt, first_line + index, quads, rejects)
-            start, window = end, RETRY_LINES
-            continue
+        parsed = None
         try:    # into a list of its own: what precedes an error is parsed again below
-            parsed = list(ox.parse(text, fmt))
+            if term_too_deep(_as_bytes(text)) < 0:
+                parsed = list(ox.parse(text, fmt))
         except SyntaxError as error:
             reported = min(max(start + (getattr(error, "lineno", None) or 1) - 1, start), end - 1)
             suspect = max(reported - 1, start)
@@ -147,7 +144,8 @@ def parse_lines(lines: list, fmt: ox.RdfFormat, first_line: int = 1) -> tuple[li
         except MemoryError as error:
             if not term_too_large(error):
                 raise
-            for index in range(start, end):         # (each line parsed, the one with the term rejected)
+        if parsed is None:      # a line nests triple terms too deep, or holds a term too large
+            for index in range(start, end):         # (each line alone: those rejected, the rest kept)
                 _parse_line(lines[index], fmt, first_line + index, quads, rejects)
             start, window = end, RETRY_LINES
             continue

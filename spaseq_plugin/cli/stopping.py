@@ -229,7 +229,7 @@ class _Watchdog:
                          f"signal within {self.timeout:g} s (--stop-timeout), held in a call that does not "
                          f"return to Python{where}; what it had not written is lost\n")
         sys.stderr.flush()
-        os._exit(EXIT_INTERRUPTED if signum == signal.SIGINT else 128 + signum)
+        os._exit(128 + signum)      # (SIGINT: EXIT_INTERRUPTED, as interrupted_status says)
 
 
 @contextlib.contextmanager

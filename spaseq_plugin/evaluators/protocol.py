@@ -53,6 +53,11 @@ class GpmEvaluator(Protocol):
         combinations tested, hours, for no solution).  Such an evaluator stops a
         GPM's evaluation on one event after about ``most`` join steps and raises
         :class:`TooManySolutions` with what it made and ``steps`` set.
+
+        And ``hold_summaries(hold)``: a negation guard asks about every buffered
+        event once per run, and the runtime turns this on for the rest of such a
+        batch, so that an evaluator keeping per-event work for the last few events
+        only keeps it for every event asked about until ``hold_summaries(False)``.
         """
 
 

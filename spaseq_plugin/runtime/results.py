@@ -79,10 +79,22 @@ def _new_result(time, is_datetime, bindings, triples, events: tuple, graph) -> R
     return result
 
 
-def distinct_limit_error(rows: int) -> StateLimitError:
-    return StateLimitError(f"DISTINCT has output {rows:,} rows, the most it keeps (--max-distinct): it keeps "
-                           "each for the query's lifetime, to drop a later equal one; raise the limit, or lift "
-                           "it with none")
+@cython.ccall
+@cython.locals(seen=set, most=cython.Py_ssize_t)
+def first_distinct(seen: set, key: frozenset, most: int) -> bool:
+    """Whether DISTINCT outputs the row ``key``, remembered in ``seen`` when it does:
+    at most ``most`` rows are (--max-distinct), each for the query's lifetime."""
+    if key in seen:
+        return False
+    if len(seen) >= most:
+        raise StateLimitError(f"DISTINCT has output {len(seen):,} rows, the most it keeps (--max-distinct): it "
+                              "keeps each for the query's lifetime, to drop a later equal one; raise the limit, "
+                              "or lift it with none")
+    seen.add(key)
+    return True
+
+
+_UNLIMITED = 1 << 62        # (a C integer when compiled)
 
 
 @cython.cclass
@@ -100,7 +112,7 @@ class Projector:
         self.q = compiled
         self.distinct_seen: set | None = set() if compiled.query.distinct else None
         # DISTINCT keeps each row it output for the query's lifetime: at most this many
-        self._max_distinct = (1 << 62) if max_distinct is None else min(max_distinct, 1 << 62)
+        self._max_distinct = _UNLIMITED if max_distinct is None else min(max_distinct, _UNLIMITED)
         self.template = compiled.template
         # SELECT without aggregates, the common case: the projected variables, read off μ
         self._plain = None if any(isinstance(item, Aggregate) for item in compiled.projection) \
@@ -150,13 +162,9 @@ class Projector:
                         bindings[item.alias] = value
                 elif item in mu:
                     bindings[item] = mu[item]
-        if self.distinct_seen is not None:
-            key = frozenset(bindings.items())
-            if key in self.distinct_seen:
-                return None
-            if len(self.distinct_seen) >= self._max_distinct:
-                raise distinct_limit_error(len(self.distinct_seen))
-            self.distinct_seen.add(key)
+        if self.distinct_seen is not None and not first_distinct(self.distinct_seen, frozenset(bindings.items()),
+                                                                 self._max_distinct):
+            return None
         return _new_result(match.time, is_dt, bindings, None, match.events, None)
 
     def _values(self, var: str | None, match: Match) -> list[Term]:

@@ -58,7 +58,7 @@ from ..errors import EventError, SpaseqError, StateLimitError
 from ..events import Event, Time
 from ..evaluators.spectra import SpectraEvaluator
 from ..kb import KnowledgeBase, parse_kb_spec
-from ..runtime.results import Result, distinct_limit_error
+from ..runtime.results import Result, first_distinct
 from ..runtime.nfa_runtime import Match, StateLimits, distinct_placement, partition_keys
 from ..streams.files import (DONE_MEMORY, nquads_spans, read_manifest, read_ntriples_chunks, read_stream_file,
                              stream_file_paths)
@@ -130,8 +130,10 @@ class Rejected:
 
     @classmethod
     def of(cls, error: EventError) -> "Rejected":
-        text = error.text if error.text is not None or error.event is None else event_text(error.event)
-        length = error.text_length if error.text is not None else None if text is None else len(text)
+        text, length = error.text, error.text_length
+        if text is None and error.event is not None:
+            text = event_text(error.event)
+            length = len(text)
         return cls(error.position, error.message, error.reason, error.graph, text, length)
 
     def error(self) -> EventError:
@@ -609,17 +611,12 @@ class SparkRun:
     def _final(self, ordered: list[tuple[tuple, tuple]]) -> Iterator[Result]:
         """DISTINCT and CONSTRUCT graph numbers, once over the whole output."""
         seen: set | None = set() if self.compiled.query.distinct else None
-        most = (self.limits or StateLimits()).max_distinct
+        most = (self.limits or StateLimits()).max_distinct or 1 << 62
         number = itertools.count(1)
         iris: dict = {}
         for _, packed in ordered:
-            if seen is not None and packed[2] is not None:
-                key = frozenset(packed[2])
-                if key in seen:
-                    continue
-                if most is not None and len(seen) >= most:
-                    raise distinct_limit_error(len(seen))
-                seen.add(key)
+            if seen is not None and packed[2] is not None and not first_distinct(seen, frozenset(packed[2]), most):
+                continue
             result = unpack_result(packed, iris)
             if result.graph is not None:
                 result.graph = ox.NamedNode(f"{_MATCH_GRAPH}{next(number)}")
