@@ -278,9 +278,10 @@ def test_rejects_are_counted_once(tmp_path, capsys):
     assert "2 rejected" in err and err.count("rejected event:") == 2
 
 
-def test_dead_letters_are_the_stream_engines(tmp_path, capsys):
+def test_dead_letters_are_the_stream_engines(tmp_path, capsys, monkeypatch):
     """Spark wrote each rejection with reason 'invalid' and without its graph or
-    text: a dead-letter file nobody could fix and feed again."""
+    text: a dead-letter file nobody could fix and feed again; and its positions
+    named the file by its absolute path where the user gave a relative one."""
     events = kind_events("a@1 b@2 a@3 b@4")
     paths = write_stream_files(events, str(tmp_path))
     with open(paths[STREAMS[0]], "a") as f:
@@ -290,13 +291,15 @@ def test_dead_letters_are_the_stream_engines(tmp_path, capsys):
         f.write(f'<{EX}g10> <{EX}kind> "a <{EX}g10> .\n')            # a syntax error
     query_file = tmp_path / "q.rq"
     query_file.write_text(query("A ; B"))
+    monkeypatch.chdir(tmp_path)
+    given = os.path.basename(paths[STREAMS[0]])
     letters = {}
     for engine in ("stream", "spark"):
         dead = tmp_path / f"dead-{engine}.jsonl"
-        assert main(["run", str(query_file), "--stream", f"S1={paths[STREAMS[0]]}", "--engine", engine,
+        assert main(["run", str(query_file), "--stream", f"S1={given}", "--engine", engine,
                      "--dead-letter", str(dead)]) == 0, capsys.readouterr().err
-        letters[engine] = [{**letter, "position": os.path.basename(letter["position"])}
-                           for letter in map(json.loads, dead.read_text().splitlines())]
+        letters[engine] = [json.loads(line) for line in dead.read_text().splitlines()]
+    assert {letter["position"].rsplit(":", 1)[0] for letter in letters["stream"]} == {given}
     assert sorted(letter["reason"] for letter in letters["stream"]) == ["bad-timestamp", "no-timestamp", "syntax"]
     assert letters["spark"] == letters["stream"]
 

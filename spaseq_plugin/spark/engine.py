@@ -81,6 +81,14 @@ class Source:
     triples_per_event: int = 0     # > 0: a manifest's N-Triples file
     span: tuple[int, int, int] | None = None    # a part of an N-Quads file (files.nquads_spans)
     part: int = 0                  # which part of its file
+    shown: str = ""                # the path as given (``path`` is absolute)
+
+    def shown_position(self, position: str | None) -> str | None:
+        """A position read in ``path``, naming the file as the user gave it (as the
+        streaming engine does in messages and dead letters)."""
+        if position and self.shown and position.startswith(self.path + ":"):
+            return self.shown + position[len(self.path):]
+        return position
 
 
 @dataclass(frozen=True)
@@ -223,13 +231,13 @@ def read_source(source: Source) -> Iterator[EventRecord | Rejected | PartEdges]:
     tail: collections.deque = collections.deque(maxlen=EDGE_ITEMS)
     for item in items:
         if isinstance(item, EventError):
-            record = Rejected.of(item)
+            record = dataclasses.replace(Rejected.of(item), position=source.shown_position(item.position))
             edge = ("rejected",)
         else:
             payload = ox.serialize(item.triples, format=ox.RdfFormat.N_TRIPLES) if item.triples else b""
             name = None if item.name is None else str(item.name)
             record = EventRecord(item.time, source.index, seq, item.stream, item.is_datetime,
-                                 name, item.position, payload)
+                                 name, source.shown_position(item.position), payload)
             edge = ("event", name, item.time, item.is_datetime)
             seq += 1
         if source.span is not None:
@@ -311,20 +319,20 @@ def archived_sources(compiled: CompiledQuery, streams: list[tuple[str, str]],
     ``split_bytes`` are read in parts, in parallel."""
     sources: list[Source] = []
     for iri, location in streams:
-        for path in stream_file_paths(location):
-            path = os.path.abspath(path)        # workers have their own cwd
+        for shown in stream_file_paths(location):
+            path = os.path.abspath(shown)       # workers have their own cwd
             if path.lower().endswith(".nq") and os.path.getsize(path) > split_bytes:
                 for part, span in enumerate(nquads_spans(path, split_bytes)):
-                    sources.append(Source(len(sources), iri, path, span=span, part=part))
+                    sources.append(Source(len(sources), iri, path, span=span, part=part, shown=shown))
             else:
-                sources.append(Source(len(sources), iri, path))
+                sources.append(Source(len(sources), iri, path, shown=shown))
     for manifest in manifests:
         entries = read_manifest(manifest)
         if len({stream for stream, _, _ in entries}) != len(entries):
             raise SpaseqError(f"{manifest}: several files feed one stream (renumbered in arrival order); "
                               "--engine spark reads one file per manifest stream")
         for stream, path, count in entries:
-            sources.append(Source(len(sources), stream, os.path.abspath(path), count))
+            sources.append(Source(len(sources), stream, os.path.abspath(path), count, shown=path))
     return sources
 
 
