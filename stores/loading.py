@@ -509,11 +509,6 @@ class OxigraphLoader:
         del self.store
 
 
-
-
-
-
-
 class RejectsFile:
     """Rejected lines, one per line (:meth:`Reject.describe`); the file is (re)written when
     a load rejects its first line."""
@@ -556,8 +551,6 @@ class LoadStats:
         return self.kept - self.added
 
 
-
-
 def load_in_process(files: list[str], loader, *, graph: str | None, keep: KeepFilter | None,
                     rejects: RejectsFile, say: Callable[[str], None]) -> LoadStats:
     """Parse the files here, one after the other, straight into the store."""
@@ -584,4 +577,3 @@ def load_in_process(files: list[str], loader, *, graph: str | None, keep: KeepFi
 
 def _rate(count: int, seconds: float) -> str:
     return f" ({count / seconds:,.0f} triples/s)" if seconds > 0.5 and count > seconds else ""
-

@@ -1137,4 +1137,3 @@ def main(argv: list[str] | None = None) -> int:
     add_bench_parser(sub)
     args = parser.parse_args(["bench", *(sys.argv[1:] if argv is None else argv)])
     return args.func(args)
-

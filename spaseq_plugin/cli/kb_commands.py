@@ -128,6 +128,7 @@ def _help(parser: argparse.ArgumentParser) -> int:
     parser.print_help(sys.stderr)
     return 2
 
+
 def open_loader(spec: str):
     """The loader for ``--into STORE``: ``add(quads)``, ``add_nquads_file(path)``, ``size()``, ``close()``."""
     scheme = store_scheme(spec)
@@ -229,6 +230,7 @@ def cmd_load(args, err: IO[str] | None = None) -> int:
     return 0
 
 # -- kb query ------------------------------------------------------------------------------
+
 
 def read_query_text(text: str) -> str:
     if text.startswith("@"):

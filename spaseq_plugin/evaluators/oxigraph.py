@@ -175,7 +175,6 @@ def _with_deadline(run, gpm: GpmPattern) -> list[_Row]:
     return outcome[0]
 
 
-
 def injected_columns(gpm: GpmPattern, mappings: Sequence[Mapping[str, Term]]) -> list[str]:
     """The variables of ``gpm`` that some mapping binds: the VALUES columns."""
     return sorted({v for m in mappings for v in m if v in gpm.mentioned})

@@ -496,7 +496,6 @@ def arithmetic(op: str, a: tuple, b: tuple) -> tuple:
     return checked_number(DECIMAL, quotient)
 
 
-
 def number(value: tuple):
     if value[0] != "num":
         raise SparqlError("not a number")

@@ -395,5 +395,3 @@ def _quads(graphs: list[Graph]) -> Iterator[ox.Quad]:
             name = ox.NamedNode(str(g.identifier))
             for s, p, o in g:
                 yield ox.Quad(to_ox(s), to_ox(p), to_ox(o), name)
-
-

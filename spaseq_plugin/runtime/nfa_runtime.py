@@ -225,6 +225,7 @@ class StateLimits:
 # attributes, read in C by the functions that declare their arguments' types with
 # cython.locals) and plain slots classes when it runs interpreted.
 
+
 @cython.cclass
 class Probe:
     """How an edge finds the runs a batch may extend (see the module docstring)."""
