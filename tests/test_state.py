@@ -20,7 +20,7 @@ from spaseq_plugin.evaluators.oxigraph import OxigraphEvaluator
 from spaseq_plugin.evaluators.spectra import SpectraEvaluator
 from spaseq_plugin.runtime.nfa_runtime import Run, _Ages, _bisect
 
-from helpers import PREFIX, event, rows, run
+from helpers import EX, PREFIX, event, rows, run
 
 SPASEQ = [sys.executable, "-m", "spaseq_plugin"]
 ONE_STREAM = "FROM STREAM S <http://example.org/s>\n"
@@ -189,6 +189,46 @@ def test_a_negation_guard_summarises_each_buffered_event_once_per_batch():
     evaluator = SpectraEvaluator()
     results = list(Engine(query, evaluator=evaluator).run(stream))
     assert len(results) == 200 and evaluator.fallbacks == 0
+    assert evaluator.summaries <= 2 * len(stream)
+
+
+def test_a_negation_guard_looks_only_at_events_of_the_runs_values():
+    """"Order; not cancelled; shipped" keyed by the order: each shipment's guard tried
+    every event of the window, and the evaluator summarised the window again for
+    each (2.1 million summaries and 9.5 s for 10,000 events).  Now a guard looks up
+    the buffered events of its GPM by the run's order, each summarised about once;
+    and its index is made again as the buffer moves on, not kept growing."""
+    query = PREFIX + """SELECT ?o ?s WITHIN 600 SECONDS FROM STREAM S <http://example.org/s> WHERE {
+      SEQ (A ; N! ; B)
+      DEFINE GPM A ON S { ?o :kind "order" }
+      DEFINE GPM N ON S { ?c :kind "cancel" ; :of ?o }
+      DEFINE GPM B ON S { ?s :kind "ship" ; :of ?o } }"""
+    orders, stream, shipped, cancelled = 0, [], set(), set()
+    for t in range(1, 6001):
+        step = t % 4
+        if step in (0, 1):
+            orders += 1
+            stream.append(event("s", t, f":o{orders} :kind 'order' ."))
+        elif step == 2 and orders > 100 and orders % 3 == 0:     # cancel that of 100 orders ago
+            cancelled.add(orders - 100)
+            stream.append(event("s", t, f":c{t} :kind 'cancel' ; :of :o{orders - 100} ."))
+        elif step == 3 and orders > 201:       # ship that of 200 orders ago, or of 201
+            target = orders - 200 - (t // 4) % 2
+            shipped.add(target)
+            stream.append(event("s", t, f":s{t} :kind 'ship' ; :of :o{target} ."))
+    evaluator = SpectraEvaluator()
+    engine = Engine(query, evaluator=evaluator)
+    results = []
+    for item in stream:
+        results += engine.push_event(item)
+    part = next(iter(engine.runtime.partitions.values()))
+    assert len(part.buffer) > 500
+    indexed = sum(len(events) for index in part.guard_indexes.values() for events in index.by_key.values())
+    cancels = sum(1 for e in part.buffer if any(t.object.value == "cancel" for t in e.triples))
+    assert 0 < indexed <= 2 * cancels + 64 < len(cancelled)
+    results += engine.close()
+    assert cancelled & shipped and shipped - cancelled
+    assert {r.bindings["o"].value for r in results} == {f"{EX}o{n}" for n in shipped - cancelled}
     assert evaluator.summaries <= 2 * len(stream)
 
 

@@ -32,7 +32,12 @@ semantics.md):
   run's last τ and the new event's τ, under the new mapping.  Events those
   guards may need are kept in a per-partition buffer for one window.
   Trailing negations make *pending* matches, emitted when time passes the
-  window's end unless a guard matched first.
+  window's end unless a guard matched first.  A guard does not try every
+  buffered event on every run: its GPM's buffered events are indexed, once
+  each, by their values of the variables the GPM binds and the run has bound
+  (``solution_keys``, as for probes below), and a run tries only the events
+  filed under its values (``_GuardIndex``).  "Order placed; not cancelled;
+  shipped" then costs a lookup per shipment, not a pass over the window.
 
 * **PARTITION BY** gives every key its own runs, strict-contiguity clock and
   negation buffer; an event goes to the partition of every key some positive
@@ -102,6 +107,8 @@ negation buffer             ``_Partition.buffer``           the event is older t
                                                             oldest run (no guard can look that far
                                                             back: guards see events after a run's
                                                             last τ), or the partition goes
+guard indexes of the buffer ``_Partition.guard_indexes``    made again from the buffer once more of
+                                                            their events left it than it holds
 pending trailing negations  ``_Partition.pending`` and      emitted when time passes the deadline
                             ``Runtime.pending_heap``        (τ_first + ω), or killed by a guard
 the partition itself        ``Runtime.partitions``          at once when it holds no live run and no
@@ -495,6 +502,28 @@ class _Ages:
 
 
 @cython.cclass
+class _GuardIndex:
+    """One guard GPM's events in a partition's negation buffer, by their values of
+    ``variables`` in its standalone solutions (``solution_keys``): a run whose
+    values are not among an event's gets no solution from it, so it tries only the
+    events filed under its own values, and those the evaluator could not list.
+    Events are added once each, as the buffer grows; those that left the buffer
+    stay until the index is made again (a run never looks back that far: they are
+    older than its last τ, as every buffered event it could need is newer)."""
+    variables = cython.declare(tuple, visibility="public")
+    by_key = cython.declare(dict, visibility="public")     # value tuple -> events, in buffer order
+    unlisted = cython.declare(list, visibility="public")   # events solution_keys could not answer for
+    start = cython.declare(cython.longlong, visibility="public")    # buffer position of its first event
+    upto = cython.declare(cython.longlong, visibility="public")     # buffer position it has read up to
+
+    def __init__(self, variables: tuple, start: int):
+        self.variables = variables
+        self.by_key = {}
+        self.unlisted = []
+        self.start = self.upto = start
+
+
+@cython.cclass
 class _Partition:
     """Everything of one PARTITION BY key (see "Where the state lives")."""
     key = cython.declare(tuple, visibility="public")
@@ -502,6 +531,8 @@ class _Partition:
     strict = cython.declare(list, visibility="public")
     pending = cython.declare(list, visibility="public")
     buffer = cython.declare(list, visibility="public")
+    buffer_start = cython.declare(cython.longlong, visibility="public")
+    guard_indexes = cython.declare(dict, visibility="public")
     ages = cython.declare(_Ages, visibility="public")
     runs = cython.declare(cython.Py_ssize_t, visibility="public")
     garbage = cython.declare(cython.Py_ssize_t, visibility="public")
@@ -514,6 +545,8 @@ class _Partition:
         self.strict = []         # runs whose next timestamp is pending
         self.pending = []        # (deadline, seq, _Pending): a heap by deadline
         self.buffer = []         # events negation guards may need
+        self.buffer_start = 0    # how many events have left the buffer: the position of its first
+        self.guard_indexes = {}  # (GPM, variables) -> _GuardIndex
         self.ages = _Ages()
         self.runs = 0            # live runs and pending matches
         self.garbage = 0         # runs dead since the indexes were last compacted
@@ -611,6 +644,8 @@ class Runtime:
     _evaluate_one = cython.declare(object, visibility="public")
     _hold_summaries = cython.declare(object, visibility="public")
     _holding = cython.declare(cython.bint, visibility="public")
+    _solution_keys = cython.declare(object, visibility="public")
+    _certain = cython.declare(dict, visibility="public")
     _probes = cython.declare(dict, visibility="public")
     _placement = cython.declare(object, visibility="public")
     _partition_by = cython.declare(object, visibility="public")
@@ -677,6 +712,10 @@ class Runtime:
         # (see _guard_hit).
         self._hold_summaries = getattr(evaluator, "hold_summaries", None) if self.needs_buffer else None
         self._holding = False
+        # ... unless it lists each event's solution keys: then guards index the buffer
+        self._solution_keys = getattr(evaluator, "solution_keys", None) \
+            if self.needs_buffer and hasattr(evaluator, "certain_variables") else None
+        self._certain: dict[GpmPattern, frozenset[str] | None] = {}    # certain_variables, asked once
         self._probes: dict[Edge, Probe] = self._make_probes()
         self._placement = distinct_placement(compiled, evaluator)
         self._partition_by = compiled.partition_by
@@ -968,8 +1007,11 @@ class Runtime:
             if oldest is not None:
                 buffer.extend(events)
                 if buffer[0].time < oldest:
-                    del buffer[:bisect_left(buffer, oldest, key=_event_time)]
+                    gone = bisect_left(buffer, oldest, key=_event_time)
+                    del buffer[:gone]
+                    part.buffer_start += gone
             elif buffer:
+                part.buffer_start += len(buffer)
                 buffer.clear()
 
     @staticmethod
@@ -1344,16 +1386,71 @@ class Runtime:
     # -- negation ----------------------------------------------------------
 
     @cython.cfunc
+    @cython.locals(index=_GuardIndex)
     def _guard_hit(self, part: _Partition, guards, mu, after: Time, before: Time) -> bool:
+        """Whether a buffered event strictly between ``after`` and ``before`` matches one
+        of the ``guards`` under ``mu``: a scan of the buffer when it is short, or when the
+        evaluator cannot say which events a run's values could match (``_GuardIndex``)."""
+        scanned = []
+        for gpm in guards:
+            index = self._guard_index(part, gpm, mu) if len(part.buffer) > _HELD_FROM else None
+            if index is None:
+                scanned.append(gpm)
+                continue
+            for events in (index.by_key.get(_key_of(mu, index.variables), ()), index.unlisted):
+                for event in events:
+                    if after < event.time < before and self._evaluate(gpm, event, mu, False):
+                        return True
+        if not scanned:
+            return False
         if not self._holding and self._hold_summaries is not None and len(part.buffer) > _HELD_FROM:
             self._hold_summaries(True)      # (until the batch ends: process_batch)
             self._holding = True
         for event in part.buffer:
             if after < event.time < before:
-                for gpm in guards:
+                for gpm in scanned:
                     if event.stream in gpm.streams and self._evaluate(gpm, event, mu, False):
                         return True
         return False
+
+    @cython.cfunc
+    @cython.locals(index=_GuardIndex)
+    def _guard_index(self, part: _Partition, gpm: GpmPattern, mu: dict) -> _GuardIndex:
+        """The guard index of ``gpm`` for runs binding what ``mu`` binds, brought up to
+        date with the buffer; None when there is none to be had (the evaluator lists
+        no solution keys, or ``gpm`` binds none of the run's variables)."""
+        if self._solution_keys is None:
+            return None
+        if gpm in self._certain:
+            certain = self._certain[gpm]
+        else:
+            certain = self._certain[gpm] = self.evaluator.certain_variables(gpm)
+        if not certain:
+            return None
+        variables = tuple(sorted([v for v in certain if v in mu]))
+        if not variables:
+            return None
+        index = part.guard_indexes.get((gpm, variables))
+        buffer = part.buffer
+        if index is None or part.buffer_start - index.start > len(buffer):
+            # (made again once more of its events left the buffer than it holds)
+            index = part.guard_indexes[(gpm, variables)] = _GuardIndex(variables, part.buffer_start)
+        at = index.upto - part.buffer_start
+        streams = gpm.streams
+        for event in buffer[at:] if at > 0 else buffer:
+            if event.stream in streams:
+                keys = self._solution_keys(gpm, event, variables)
+                if keys is None:
+                    index.unlisted.append(event)
+                else:
+                    for key in keys:
+                        listed = index.by_key.get(key)
+                        if listed is None:
+                            index.by_key[key] = [event]
+                        else:
+                            listed.append(event)
+        index.upto = part.buffer_start + len(buffer)
+        return index
 
     @cython.cfunc
     def _add_pending(self, part: _Partition, run: Run, guards) -> None:
