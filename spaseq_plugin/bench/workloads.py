@@ -21,6 +21,8 @@ workload        paper  pattern                                      data
                        skip-till-any over all companies)
 ``keys-each``   keys   ``SEQ(A s B)`` per key, a new key per event  key generator
 ``keys-cards``  keys   ``SEQ(A s B+)`` per card, few events a card  card generator
+``orders``      neg.   ``SEQ(A s N! s B)``: order, not cancelled,   order generator
+                       shipped (the guard joined on the order)
 ==============  =====  ===========================================  ==========================
 
 ``s`` is the strategy: ``,`` strict contiguity, ``;`` skip-till-next, ``:``
@@ -60,7 +62,7 @@ __all__ = [
     "DEFAULT_WORKLOADS", "StreamWriter",
     "q1_smart_grid", "q2_big_after_small", "q3_head_and_shoulders", "q4_v_shape",
     "q5_traffic", "q6_trajectory", "key_per_event_events", "many_cards_events", "q_key_per_event",
-    "q_card_big_after_small",
+    "q_card_big_after_small", "order_events", "q_not_cancelled",
 ]
 
 #: Strategy operators, by the names the bench accepts.
@@ -987,6 +989,47 @@ WHERE {{
 """
 
 
+ORDERS_STREAM = "http://example.org/orders"
+
+
+def order_events(n: int, seed: int = 11, start: int = 0, stream: str = ORDERS_STREAM) -> Iterator[Event]:
+    """``n`` events, one per second: 45 % new orders (``:o{i} :kind "order"``),
+    10 % cancellations and 45 % shipments of one of the last 3,600 orders
+    (``:c{t} :kind "cancel" ; :of :o{i}``, ``:s{t} :kind "ship" ; :of :o{i}``)."""
+    rng = random.Random(seed)
+    kind_p, of_p = _iri(PRED + "kind"), _iri(PRED + "of")
+    kinds = {k: ox.Literal(k) for k in ("order", "cancel", "ship")}
+    orders = 0
+    for t in range(n):
+        r = rng.random()
+        if r < 0.45 or orders < 10:
+            orders += 1
+            triples = (ox.Triple(_iri(f"{PRED}o{orders}"), kind_p, kinds["order"]),)
+        else:
+            kind = "cancel" if r < 0.55 else "ship"
+            subject = _iri(f"{PRED}{kind[0]}{t}")
+            order = _iri(f"{PRED}o{orders - rng.randrange(min(orders, 3600))}")
+            triples = (ox.Triple(subject, kind_p, kinds[kind]), ox.Triple(subject, of_p, order))
+        yield Event(stream, start + t, triples, name=_iri(f"urn:spaseq:bench:orders:{t}"))
+
+
+def q_not_cancelled(strategy: str = ";", window: int = 3600) -> str:
+    """An order, no cancellation of it, then its shipment: a negation guard joined
+    on the run's order, over a buffer as long as the window."""
+    s = _strategy(strategy)
+    return f"""PREFIX : <{PRED}>
+SELECT ?o ?s
+{_within(window)}
+FROM STREAM S1 <{ORDERS_STREAM}>
+WHERE {{
+  SEQ (A {s} N! {s} B)
+  DEFINE GPM A ON S1 {{ ?o :kind "order" . }}
+  DEFINE GPM N ON S1 {{ ?c :kind "cancel" ; :of ?o . }}
+  DEFINE GPM B ON S1 {{ ?s :kind "ship" ; :of ?o . }}
+}}
+"""
+
+
 # =============================================================================
 # Cycling and slicing
 # =============================================================================
@@ -1195,6 +1238,9 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
              q_key_per_event, lambda n: key_per_event_events(n), (60, 300, 900), ",", any_max_window=900),
     Workload("keys-cards", "keys", "high cardinality: many cards with a few transactions each, big after small",
              q_card_big_after_small, lambda n: many_cards_events(n), (60, 300, 900), ";", any_max_window=900),
+    Workload("orders", "neg.", "negation: an order, not cancelled, then shipped (the guard joined on the order)",
+             q_not_cancelled, lambda n: order_events(n), (600, 3600), ";", any_max_window=600,
+             strategies=(";",)),
 ]}
 
 #: The representative set ``spaseq bench`` runs by default.
