@@ -1391,9 +1391,11 @@ class Runtime:
         """Whether a buffered event strictly between ``after`` and ``before`` matches one
         of the ``guards`` under ``mu``: a scan of the buffer when it is short, or when the
         evaluator cannot say which events a run's values could match (``_GuardIndex``)."""
+        if len(part.buffer) <= _HELD_FROM:
+            return self._scan_hit(part.buffer, guards, mu, after, before)
         scanned = []
         for gpm in guards:
-            index = self._guard_index(part, gpm, mu) if len(part.buffer) > _HELD_FROM else None
+            index = self._guard_index(part, gpm, mu)
             if index is None:
                 scanned.append(gpm)
                 continue
@@ -1403,12 +1405,16 @@ class Runtime:
                         return True
         if not scanned:
             return False
-        if not self._holding and self._hold_summaries is not None and len(part.buffer) > _HELD_FROM:
+        if not self._holding and self._hold_summaries is not None:
             self._hold_summaries(True)      # (until the batch ends: process_batch)
             self._holding = True
-        for event in part.buffer:
+        return self._scan_hit(part.buffer, scanned, mu, after, before)
+
+    @cython.cfunc
+    def _scan_hit(self, buffer: list, guards, mu, after: Time, before: Time) -> cython.bint:
+        for event in buffer:
             if after < event.time < before:
-                for gpm in scanned:
+                for gpm in guards:
                     if event.stream in gpm.streams and self._evaluate(gpm, event, mu, False):
                         return True
         return False
