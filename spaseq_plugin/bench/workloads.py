@@ -23,6 +23,8 @@ workload        paper  pattern                                      data
 ``keys-cards``  keys   ``SEQ(A s B+)`` per card, few events a card  card generator
 ``orders``      neg.   ``SEQ(A s N! s B)``: order, not cancelled,   order generator
                        shipped (the guard joined on the order)
+``orders-open`` neg.   ``SEQ(A s N!)``: an order not cancelled      order generator
+                       within the window (trailing negation)
 ==============  =====  ===========================================  ==========================
 
 ``s`` is the strategy: ``,`` strict contiguity, ``;`` skip-till-next, ``:``
@@ -1013,19 +1015,22 @@ def order_events(n: int, seed: int = 11, start: int = 0, stream: str = ORDERS_ST
         yield Event(stream, start + t, triples, name=_iri(f"urn:spaseq:bench:orders:{t}"))
 
 
-def q_not_cancelled(strategy: str = ";", window: int = 3600) -> str:
+def q_not_cancelled(strategy: str = ";", window: int = 3600, shipped: bool = True) -> str:
     """An order, no cancellation of it, then its shipment: a negation guard joined
-    on the run's order, over a buffer as long as the window."""
+    on the run's order, over a buffer as long as the window.  Without ``shipped``,
+    an order not cancelled within the window (a trailing negation: a pending
+    match per order, killed by its cancellation)."""
     s = _strategy(strategy)
+    then_shipped = f" {s} B" if shipped else ""
+    b_gpm = '\n  DEFINE GPM B ON S1 { ?s :kind "ship" ; :of ?o . }' if shipped else ""
     return f"""PREFIX : <{PRED}>
-SELECT ?o ?s
+SELECT ?o{" ?s" if shipped else ""}
 {_within(window)}
 FROM STREAM S1 <{ORDERS_STREAM}>
 WHERE {{
-  SEQ (A {s} N! {s} B)
+  SEQ (A {s} N!{then_shipped})
   DEFINE GPM A ON S1 {{ ?o :kind "order" . }}
-  DEFINE GPM N ON S1 {{ ?c :kind "cancel" ; :of ?o . }}
-  DEFINE GPM B ON S1 {{ ?s :kind "ship" ; :of ?o . }}
+  DEFINE GPM N ON S1 {{ ?c :kind "cancel" ; :of ?o . }}{b_gpm}
 }}
 """
 
@@ -1241,6 +1246,9 @@ WORKLOADS: dict[str, Workload] = {w.name: w for w in [
     Workload("orders", "neg.", "negation: an order, not cancelled, then shipped (the guard joined on the order)",
              q_not_cancelled, lambda n: order_events(n), (600, 3600), ";", any_max_window=600,
              strategies=(";",)),
+    Workload("orders-open", "neg.", "trailing negation: an order not cancelled within the window",
+             q_not_cancelled, lambda n: order_events(n), (600, 3600), ";", any_max_window=600,
+             strategies=(";",), query_options={"shipped": False}),
 ]}
 
 #: The representative set ``spaseq bench`` runs by default.

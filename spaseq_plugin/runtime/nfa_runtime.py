@@ -38,6 +38,9 @@ semantics.md):
   (``solution_keys``, as for probes below), and a run tries only the events
   filed under its values (``_GuardIndex``).  "Order placed; not cancelled;
   shipped" then costs a lookup per shipment, not a pass over the window.
+  Pending matches are filed the same way, by their values of their guards'
+  variables: an event's solution keys name the few it may kill
+  (``_check_pending``), where every pending match was tried on every event.
 
 * **PARTITION BY** gives every key its own runs, strict-contiguity clock and
   negation buffer; an event goes to the partition of every key some positive
@@ -109,6 +112,8 @@ negation buffer             ``_Partition.buffer``           the event is older t
                                                             last τ), or the partition goes
 guard indexes of the buffer ``_Partition.guard_indexes``    made again from the buffer once more of
                                                             their events left it than it holds
+pending matches by guard    ``_Partition.pending_indexes``  made again from the live pending matches
+values                      and ``pending_scans``           when the partition is compacted
 pending trailing negations  ``_Partition.pending`` and      emitted when time passes the deadline
                             ``Runtime.pending_heap``        (τ_first + ω), or killed by a guard
 the partition itself        ``Runtime.partitions``          at once when it holds no live run and no
@@ -533,6 +538,8 @@ class _Partition:
     buffer = cython.declare(list, visibility="public")
     buffer_start = cython.declare(cython.longlong, visibility="public")
     guard_indexes = cython.declare(dict, visibility="public")
+    pending_indexes = cython.declare(dict, visibility="public")
+    pending_scans = cython.declare(list, visibility="public")
     ages = cython.declare(_Ages, visibility="public")
     runs = cython.declare(cython.Py_ssize_t, visibility="public")
     garbage = cython.declare(cython.Py_ssize_t, visibility="public")
@@ -547,6 +554,8 @@ class _Partition:
         self.buffer = []         # events negation guards may need
         self.buffer_start = 0    # how many events have left the buffer: the position of its first
         self.guard_indexes = {}  # (GPM, variables) -> _GuardIndex
+        self.pending_indexes = {}    # (guard GPM, variables) -> value tuple -> pending matches
+        self.pending_scans = []      # (pending match, guard GPM) of guards that cannot be filed
         self.ages = _Ages()
         self.runs = 0            # live runs and pending matches
         self.garbage = 0         # runs dead since the indexes were last compacted
@@ -918,6 +927,9 @@ class Runtime:
                     waiting.keyed[some.keys[edge.index]] = bucket
             part.strict = [runs[r] for r in saved["strict"]]
             part.pending = [(time(d), seq, pendings[p]) for d, seq, p in saved["pending"]]
+            for entry in part.pending:
+                if not entry[2].killed:
+                    self._file_pending(part, entry[2])
             part.buffer = [inp.event(e) for e in saved["buffer"]]
             for _, _, r in sorted([(time(t), seq, r) for t, seq, r in saved["ages"]], key=_heap_order):
                 part.ages.add(runs[r])          # (by first τ, then as registered)
@@ -1420,11 +1432,10 @@ class Runtime:
         return False
 
     @cython.cfunc
-    @cython.locals(index=_GuardIndex)
-    def _guard_index(self, part: _Partition, gpm: GpmPattern, mu: dict) -> _GuardIndex:
-        """The guard index of ``gpm`` for runs binding what ``mu`` binds, brought up to
-        date with the buffer; None when there is none to be had (the evaluator lists
-        no solution keys, or ``gpm`` binds none of the run's variables)."""
+    def _guard_variables(self, gpm: GpmPattern, mu: dict) -> tuple:
+        """The variables ``gpm`` binds in every solution that ``mu`` binds too, sorted, by
+        which its events are filed against runs (or pending matches) with that ``mu``;
+        None when there are none, or the evaluator lists no solution keys."""
         if self._solution_keys is None:
             return None
         if gpm in self._certain:
@@ -1434,7 +1445,16 @@ class Runtime:
         if not certain:
             return None
         variables = tuple(sorted([v for v in certain if v in mu]))
-        if not variables:
+        return variables or None
+
+    @cython.cfunc
+    @cython.locals(index=_GuardIndex)
+    def _guard_index(self, part: _Partition, gpm: GpmPattern, mu: dict) -> _GuardIndex:
+        """The guard index of ``gpm`` for runs binding what ``mu`` binds, brought up to
+        date with the buffer; None when there is none to be had (the evaluator lists
+        no solution keys, or ``gpm`` binds none of the run's variables)."""
+        variables = self._guard_variables(gpm, mu)
+        if variables is None:
             return None
         index = part.guard_indexes.get((gpm, variables))
         buffer = part.buffer
@@ -1470,34 +1490,74 @@ class Runtime:
         entry = (deadline, next(self._seq), pending)
         heappush(part.pending, entry)
         heappush(self.pending_heap, entry)
+        self._file_pending(part, pending)
         self.active_runs += 1
         part.runs += 1
         self.state_bytes += _PENDING_BYTES
 
     @cython.cfunc
     @cython.locals(pending=_Pending)
-    def _guards_hit_batch(self, pending: _Pending, events: list[Event]) -> cython.bint:
-        """Whether an event of the batch matches one of ``pending``'s negation guards."""
-        for event in events:
-            for g in pending.guards:
-                if event.stream in g.streams and self._evaluate(g, event, pending.run.mu, False):
-                    return True
-        return False
+    def _file_pending(self, part: _Partition, pending: _Pending) -> None:
+        """File a pending match under its values of each guard's variables, for
+        ``_check_pending``; a guard without such variables goes to the scans."""
+        mu = pending.run.mu
+        for gpm in pending.guards:
+            variables = self._guard_variables(gpm, mu)
+            if variables is None:
+                part.pending_scans.append((pending, gpm))
+                continue
+            by_key = part.pending_indexes.get((gpm, variables))
+            if by_key is None:
+                by_key = part.pending_indexes[(gpm, variables)] = {}
+            key = _key_of(mu, variables)
+            listed = by_key.get(key)
+            if listed is None:
+                by_key[key] = [pending]
+            else:
+                listed.append(pending)
 
     @cython.cfunc
+    @cython.locals(pending=_Pending)
     def _check_pending(self, part: _Partition, events: list[Event]) -> None:
-        alive = []
-        for entry in part.pending:
-            pending = entry[2]
-            if pending.killed:
-                continue
-            if self._guards_hit_batch(pending, events):
-                self._retire(pending)
-            else:
-                alive.append(entry)
-        if len(alive) != len(part.pending):
-            heapify(alive)
-            part.pending = alive
+        """Kill the pending matches one of whose guards matches an event of the batch.
+        Each guard GPM's solution keys on the batch's events name the pending matches
+        filed under them (``_file_pending``): only those are evaluated, not every pending
+        match on every event.  Those killed stay in the heap and the files until the
+        partition is compacted (``_compact``), skipped."""
+        if part.pending_scans:
+            kept = []
+            for pending, gpm in part.pending_scans:
+                if pending.killed:
+                    continue
+                if self._hits_batch(gpm, pending.run.mu, events):
+                    self._retire(pending)
+                else:
+                    kept.append((pending, gpm))
+            part.pending_scans = kept
+        for (gpm, variables), by_key in part.pending_indexes.items():
+            streams = gpm.streams
+            for event in events:
+                if event.stream not in streams:
+                    continue
+                keys = self._solution_keys(gpm, event, variables)
+                if keys is None:
+                    candidates = list(by_key.values())
+                elif len(keys) < len(by_key):
+                    candidates = [by_key[key] for key in keys if key in by_key]
+                else:
+                    candidates = [listed for key, listed in by_key.items() if key in keys]
+                for listed in candidates:
+                    for pending in listed:
+                        if not pending.killed and self._evaluate(gpm, event, pending.run.mu, False):
+                            self._retire(pending)
+
+    @cython.cfunc
+    def _hits_batch(self, gpm: GpmPattern, mu: dict, events: list[Event]) -> cython.bint:
+        """Whether ``gpm`` matches an event of the batch under ``mu``."""
+        for event in events:
+            if event.stream in gpm.streams and self._evaluate(gpm, event, mu, False):
+                return True
+        return False
 
     @cython.cfunc
     def _emit_due_pending(self, time: Time) -> None:
@@ -1605,6 +1665,9 @@ class Runtime:
         part.ages.compact()
         part.pending = [entry for entry in part.pending if not entry[2].killed]
         heapify(part.pending)
+        part.pending_indexes, part.pending_scans = {}, []
+        for entry in part.pending:
+            self._file_pending(part, entry[2])
         part.garbage = 0
 
     @cython.cfunc
