@@ -553,9 +553,10 @@ class _Partition:
         self.pending = []        # (deadline, seq, _Pending): a heap by deadline
         self.buffer = []         # events negation guards may need
         self.buffer_start = 0    # how many events have left the buffer: the position of its first
-        self.guard_indexes = {}  # (GPM, variables) -> _GuardIndex
-        self.pending_indexes = {}    # (guard GPM, variables) -> value tuple -> pending matches
-        self.pending_scans = []      # (pending match, guard GPM) of guards that cannot be filed
+        # (made when first needed: a partition per key, most of them without negation)
+        self.guard_indexes = None    # (GPM, variables) -> _GuardIndex
+        self.pending_indexes = None  # (guard GPM, variables) -> value tuple -> pending matches
+        self.pending_scans = None    # (pending match, guard GPM) of guards that cannot be filed
         self.ages = _Ages()
         self.runs = 0            # live runs and pending matches
         self.garbage = 0         # runs dead since the indexes were last compacted
@@ -1456,6 +1457,8 @@ class Runtime:
         variables = self._guard_variables(gpm, mu)
         if variables is None:
             return None
+        if part.guard_indexes is None:
+            part.guard_indexes = {}
         index = part.guard_indexes.get((gpm, variables))
         buffer = part.buffer
         if index is None or part.buffer_start - index.start > len(buffer):
@@ -1504,8 +1507,12 @@ class Runtime:
         for gpm in pending.guards:
             variables = self._guard_variables(gpm, mu)
             if variables is None:
+                if part.pending_scans is None:
+                    part.pending_scans = []
                 part.pending_scans.append((pending, gpm))
                 continue
+            if part.pending_indexes is None:
+                part.pending_indexes = {}
             by_key = part.pending_indexes.get((gpm, variables))
             if by_key is None:
                 by_key = part.pending_indexes[(gpm, variables)] = {}
@@ -1534,6 +1541,8 @@ class Runtime:
                 else:
                     kept.append((pending, gpm))
             part.pending_scans = kept
+        if not part.pending_indexes:
+            return
         for (gpm, variables), by_key in part.pending_indexes.items():
             streams = gpm.streams
             for event in events:
@@ -1665,7 +1674,7 @@ class Runtime:
         part.ages.compact()
         part.pending = [entry for entry in part.pending if not entry[2].killed]
         heapify(part.pending)
-        part.pending_indexes, part.pending_scans = {}, []
+        part.pending_indexes = part.pending_scans = None
         for entry in part.pending:
             self._file_pending(part, entry[2])
         part.garbage = 0
