@@ -249,8 +249,9 @@ _DATETIME_FORM = re.compile(r"[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]
 
 # -- canonical literals ----------------------------------------------------------
 
-_CANONICAL_INTEGER = re.compile(r"-?(?:0|[1-9][0-9]*)")
-_CANONICAL_DECIMAL = re.compile(r"-?(?:0|[1-9][0-9]*)(?:\.[0-9]*[1-9])?")
+# (no "-0": Oxigraph stores it as "0")
+_CANONICAL_INTEGER = re.compile(r"0|-?[1-9][0-9]*")
+_CANONICAL_DECIMAL = re.compile(r"0|-?(?:[1-9][0-9]*(?:\.[0-9]*[1-9])?|0\.[0-9]*[1-9])")
 _P = ox.NamedNode("urn:spaseq:canonical")
 # An in-memory Oxigraph store keeps what was once added to it (its string
 # dictionary and removed quads), so the scratch store is replaced every

@@ -251,14 +251,64 @@ _REPEATS = re.compile(r"[*+{]|\)\?|\\[1-9]")
 MAX_REGEX_CHOICES = 8
 
 
+# Oxigraph's REGEX is Rust's regex crate, not XPath's and not Python's: the three
+# read much the same text differently ("\\Z", "\\<", "[[:alpha:]]", "[a-z&&[^b]]",
+# "[a-z-[aeiou]]" are each valid in one and an error or other characters in
+# another).  A pattern is compiled here only if it is made of what both read alike
+# (``_plain_pattern``); any other sends its GPM to the Oxigraph evaluator.
+_PLAIN_ESCAPES = frozenset("\\.^$|()[]{}*+?-/ntr")     # \x for these x: the same in both
+
+
+def _plain_pattern(pattern: str) -> bool:
+    """Whether ``pattern`` holds only literal characters, escapes of ``_PLAIN_ESCAPES``,
+    ``.``, ``^``, ``$``, ``|``, ``?``, plain groups and classes of characters, ranges
+    and such escapes (no class inside a class, no ``&&``, ``--`` or ``~~``)."""
+    at, depth = 0, 0
+    while at < len(pattern):
+        char = pattern[at]
+        if char == "\\":
+            if pattern[at + 1:at + 2] not in _PLAIN_ESCAPES:        # ("" at the end)
+                return False
+            at += 2
+            continue
+        if char == "[":
+            end = at + 1 + (pattern[at + 1:at + 2] == "^")
+            start = end
+            while end < len(pattern) and pattern[end] != "]":
+                if pattern[end] == "\\":
+                    if pattern[end + 1:end + 2] not in _PLAIN_ESCAPES:
+                        return False
+                    end += 2
+                    continue
+                if pattern[end] == "[" or pattern[end:end + 2] in ("&&", "--", "~~"):
+                    return False
+                end += 1
+            if end >= len(pattern) or end == start:
+                return False            # unclosed, or empty ("[]" and "[^]" differ too)
+            at = end + 1
+            continue
+        if char == "(":
+            if pattern[at + 1:at + 2] == "?":
+                return False
+            depth += 1
+        elif char == ")":
+            depth -= 1
+            if depth < 0:
+                return False
+        elif char in "]{}":
+            return False
+        at += 1
+    return depth == 0
+
+
 def _regex(expr):
     text = compile_expression(expr.text)
     if not isinstance(expr.pattern, Literal) or (expr.flags is not None and not isinstance(expr.flags, Literal)):
         raise NotCompilable("REGEX with a computed pattern")
     pattern = str(expr.pattern)
     flags_text = str(expr.flags) if expr.flags is not None else ""
-    if set(flags_text) - set("ism") or re.search(r"\\[pPdDwWsSiIcC]|\(\?|\[\^?\]|\$\{", pattern):
-        raise NotCompilable("REGEX flags or classes that differ between XPath and Python")
+    if set(flags_text) - set("ism") or not _plain_pattern(pattern):
+        raise NotCompilable("REGEX flags or syntax that Oxigraph's engine and Python's read differently")
     if _REPEATS.search(pattern) or pattern.count("?") + pattern.count("|") > MAX_REGEX_CHOICES:
         raise NotCompilable("REGEX with repetition or many choices: Python's engine backtracks on it, "
                             "Oxigraph's does not")
