@@ -9,10 +9,10 @@ rule, what is rejected, and the fast and careful readings).  Relative IRIs
 are resolved against the file's own ``file:`` IRI unless the file sets
 ``@base``.
 
-A gzipped file cut short (its end marker missing) or corrupt past some
-point is read up to there: every complete event before the cut is read, and
-the cut is one rejection (``truncated``), the incomplete statement at the
-cut included.
+A gzipped file cut short (its end marker missing) is read up to there:
+every complete event before the cut is read, and the cut is one rejection
+(``truncated``), the incomplete statement at the cut included.  A corrupt
+one is not read at all (``_Chunks``).
 
 The order rules of ``reader.OrderCheck`` (duplicate, older, other kind of
 time, a jump of more than the maximum time jump) apply per file, and across
@@ -333,15 +333,37 @@ def _open(path: str):
 
 class _Chunks:
     """The bytes of a file (of ``span``: (start, end, first line)), chunk by
-    chunk.  A gzipped file that ends before its end marker, or is corrupt
-    past some point, ends there: ``truncated`` then says why."""
+    chunk.  A gzipped file that ends before its end marker ends there, and
+    ``truncated`` then says why.
+
+    A gzipped file is checked whole before any of it is read: deflate data
+    damaged in the middle often still inflates, to other bytes, and only the
+    CRC at the end of the member tells.  Events made of those bytes would be
+    wrong results, so a corrupt file gives no chunk at all (``truncated``
+    says so).  The check inflates the file once more, a small cost next to
+    parsing it."""
 
     def __init__(self, path: str, span: tuple[int, int, int] | None = None):
         self.path = path
         self.span = span
         self.truncated: str | None = None
 
+    def _corruption(self) -> str | None:
+        with gzip.open(self.path, "rb") as f:
+            try:
+                while f.read1(_CHUNK_BYTES):
+                    pass
+            except EOFError:
+                return None         # cut short: read up to the cut
+            except (gzip.BadGzipFile, zlib.error) as error:
+                return f"the gzip data is corrupt ({error}), so none of the file is read"
+        return None
+
     def __iter__(self) -> Iterator[bytes]:
+        if self.path.lower().endswith(".gz"):
+            self.truncated = self._corruption()
+            if self.truncated is not None:
+                return
         with _open(self.path) as f:
             left = None
             if self.span is not None:

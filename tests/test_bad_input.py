@@ -8,6 +8,7 @@ file, and every good event before and after it is read; the exit status is 0.
 from __future__ import annotations
 
 import gzip
+import io
 import json
 import resource
 import subprocess
@@ -310,6 +311,32 @@ def test_a_truncated_gzip_file_keeps_every_complete_event(tmp_path, fmt):
     assert values(results) == [f"v{i}" for i in range(1, complete + 1)]
     assert [letter["reason"] for letter in letters] == ["truncated"]
     assert "gzip file is truncated" in letters[0]["error"]
+
+
+def _damaged_in_the_middle(text: bytes) -> bytes:
+    """``text`` gzipped with stored (uncompressed) deflate blocks, one byte of
+    its middle changed: it inflates without an error, to other bytes, and
+    only the CRC at the end tells."""
+    packed = bytearray(gzip.compress(text, compresslevel=0))
+    middle = len(packed) // 2
+    packed[middle] = ord("w") if packed[middle] != ord("w") else ord("u")
+    return bytes(packed)
+
+
+@pytest.mark.parametrize("fmt", ["trig", "nq"])
+def test_a_corrupt_gzip_file_gives_no_result_made_of_its_bytes(tmp_path, fmt):
+    text = "".join(EVENT[fmt](i) for i in range(1, 2001)).encode()
+    damaged = _damaged_in_the_middle(text)
+    with pytest.raises(gzip.BadGzipFile):          # the damage shows only at the end
+        with gzip.open(io.BytesIO(damaged)) as f:
+            while f.read1(1 << 16):
+                pass
+    results, rejected, letters, process = run(tmp_path, f"s.{fmt}.gz", damaged)
+    assert process.returncode == 0, process.stderr
+    assert results == []
+    assert [letter["reason"] for letter in letters] == ["truncated"]
+    assert "the gzip data is corrupt (CRC check failed" in letters[0]["error"]
+    assert "none of the file is read" in rejected[0], rejected
 
 
 # -- timestamps ------------------------------------------------------------------
