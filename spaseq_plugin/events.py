@@ -214,6 +214,33 @@ def parse_time_text(text: str) -> tuple[Time, bool]:
     raise ValueError(f"not a number of seconds or an xsd:dateTime: {_show_text(text)}")
 
 
+def start_time(value) -> tuple[Time, bool | None]:
+    """A start time as a caller gives it (``Engine(start=...)``, ``--start``):
+    (time, is_datetime).  Text is read by :func:`parse_time_text`; a
+    ``datetime`` is an xsd:dateTime (UTC when naive); a number is a number
+    of seconds, of no kind (``None``: the runtime's seconds, also those of
+    an xsd:dateTime since 1970).  Raises ``ValueError`` for anything else,
+    NaN, an infinity or a time outside the representable range: such a start
+    would silently drop every event."""
+    if isinstance(value, _dt.datetime):
+        zone = value.utcoffset()
+        text = value.replace(tzinfo=None).isoformat()
+        return datetime_seconds(text if zone is None else text + _zone_text(zone)), True
+    if isinstance(value, str):
+        return parse_time_text(value)
+    if isinstance(value, bool) or not isinstance(value, (int, float, Decimal)):
+        raise ValueError(f"a number of seconds, an xsd:dateTime text or a datetime, not {type(value).__name__}")
+    if not (math.isfinite(value) if isinstance(value, float) else
+            value.is_finite() if isinstance(value, Decimal) else True):
+        raise ValueError(f"a start time must be finite, not {value}")
+    return _in_range(as_time(value), str(value), False), None
+
+
+def _zone_text(offset: _dt.timedelta) -> str:
+    minutes = int(offset.total_seconds()) // 60
+    return f"{'-' if minutes < 0 else '+'}{abs(minutes) // 60:02}:{abs(minutes) % 60:02}"
+
+
 def _check_form(form: re.Pattern, text: str, name: str) -> None:
     if not form.fullmatch(text):
         raise ValueError(f"not an XSD {name}: {_show_text(text)}")

@@ -187,6 +187,35 @@ def test_start_is_read_as_stream_timestamps_are(files, start, said):
     assert p.stderr.startswith(f"spaseq: --start {start}: ") and said in p.stderr, p.stderr
 
 
+def test_an_empty_start_is_an_error_not_no_start(files):
+    (files / "tumbling.rq").write_text(TUMBLING)
+    p = spaseq("run", "tumbling.rq", "--stream", "S=s.trig", "--start=", cwd=files)
+    assert p.returncode == 2 and p.stdout == ""
+    assert "spaseq: --start : not a number of seconds or an xsd:dateTime: ''" in p.stderr, p.stderr
+
+
+@pytest.mark.parametrize("engine", ["stream", "spark"])
+def test_a_start_of_the_other_kind_of_time_is_an_error(files, engine):
+    """A number of seconds is a time near 1970 on a dateTime stream, and a dateTime
+    millions of seconds past a stream of small numbers: either start silently gave
+    no result (every event before it, or every window empty)."""
+    (files / "tumbling.rq").write_text(TUMBLING)
+    p = spaseq("run", "tumbling.rq", "--stream", "S=s.trig", "--start", "5", "--engine", engine, cwd=files)
+    assert p.returncode == 2 and p.stdout == "", p.stderr
+    assert ("spaseq: start 5 is a number of seconds, but the first event of the stream set (at s.trig"
+            in p.stderr), p.stderr
+    assert "is timed by an xsd:dateTime: give the start as the stream's timestamps are written" in p.stderr
+
+
+@pytest.mark.parametrize("engine", ["stream", "spark"])
+def test_the_summary_counts_the_events_before_the_start(files, engine):
+    (files / "tumbling.rq").write_text(TUMBLING)
+    p = spaseq("run", "tumbling.rq", "--stream", "S=s.trig", "--start", "2020-01-01T00:00:02Z",
+               "--engine", engine, cwd=files)
+    assert p.returncode == 0, p.stderr
+    assert "; 1 before --start; " in p.stderr, p.stderr
+
+
 def test_start_on_a_query_without_tumbling_windows_is_a_warning(files):
     p = spaseq("run", "select.rq", "--stream", "S=s.trig", "--start", "5", cwd=files)
     assert p.returncode == 0

@@ -25,6 +25,7 @@ from rdflib import BNode, Dataset, Graph, Literal, Namespace, URIRef, Variable
 
 from shared_paths import ACCEPTANCE, CASES
 from spaseq_plugin import Engine, EventError, QueryError, SpaseqError, compile_query
+from spaseq_plugin.errors import UsageError
 from spaseq_plugin.rdflib_integration.processor import (
     SPASEQ_STREAM, MatchRows, SpaseqProcessor, SpaseqWarning, as_knowledge_base, dataset_events,
     spaseq_query)
@@ -628,6 +629,38 @@ def test_tumbling_start_option():
     # windows [1,3) [3,5) [5,7): no a and b in one window
     assert len(simple_events().query(text, processor="spaseq", start=1)) == 0
 
+
+
+@pytest.mark.parametrize("start, said", [
+    (float("nan"), "a start time must be finite, not nan"),
+    (float("inf"), "a start time must be finite, not inf"),
+    (1e30, "outside the representable range"),
+    ("abc", "not a number of seconds or an xsd:dateTime: 'abc'"),
+    ([1], "a number of seconds, an xsd:dateTime text or a datetime, not list"),
+    (True, "a number of seconds, an xsd:dateTime text or a datetime, not bool"),
+    ("2012-01-01T00:00:00Z", "start 2012-01-01T00:00:00Z is an xsd:dateTime, but the first event of the stream "
+                             "set (at graph <http://example/e1>) is timed by a number of seconds"),
+])
+def test_a_start_that_would_drop_every_event_is_an_error(start, said):
+    """Each of these once gave no result and no word (NaN, an infinity, a huge number,
+    a dateTime over numbers), or a bare TypeError (a list)."""
+    text = ONE_STREAM.replace("WITHIN 10 SECONDS", "WITHIN 2 SECONDS TUMBLING")
+    with pytest.raises(UsageError) as info:
+        list(simple_events().query(text, processor="spaseq", start=start))
+    assert said in str(info.value)
+
+
+def test_a_datetime_start_reads_as_an_xsd_datetime():
+    text = ONE_STREAM.replace("WITHIN 10 SECONDS", "WITHIN 2 SECONDS TUMBLING")
+    events = trig("".join(f':e{t} prov:generatedAtTime "2020-01-01T00:00:0{t}Z"^^xsd:dateTime . '
+                          f':e{t} {{ :{name} :kind "{name[0]}" . }}\n'
+                          for t, name in [(1, "c1"), (2, "a1"), (3, "b1"), (4, "a2"), (5, "b2")]))
+    # windows [2,4) [4,6), as with start=2 over numbers
+    zone = dt.timezone(dt.timedelta(hours=1))
+    for start in (dt.datetime(2020, 1, 1, 0, 0, 2), dt.datetime(2020, 1, 1, 1, 0, 2, tzinfo=zone),
+                  "2020-01-01T00:00:02Z"):
+        assert len(events.query(text, processor="spaseq", start=start)) == 2, start
+    assert len(events.query(text, processor="spaseq", start=dt.datetime(2020, 1, 1, 0, 0, 1))) == 0
 
 # --------------------------------------------------------------------------
 # Oxigraph through oxrdflib

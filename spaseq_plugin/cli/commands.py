@@ -745,7 +745,7 @@ def _run(args) -> int:
     with as_usage_error(f"--format {fmt}"):
         check_format(fmt, construct=construct, variables=variables, with_events=args.events)
     _check_outputs(args, construct, variables)
-    start = _parse_start(args.start) if args.start else None
+    start = _parse_start(args.start) if args.start is not None else None
     if start is not None and not compiled.automaton.tumbling:
         log.warning("--start %s: the query has no TUMBLING window; --start changes nothing", args.start)
     checkpoints = RunCheckpoints(args, query_text, fmt) if args.checkpoint else None
@@ -957,6 +957,7 @@ def _summary(engine, elapsed: float, interrupted: KeyboardInterrupt | None, poli
     print(f"spaseq: {stopped}{s.events} events ({s.triples} triples) "
           f"in {elapsed:.2f} s, {rate:,.0f} events/s; {s.rejected} rejected{_by_reason(s)}; "
           + (f"{ignored} of streams the query does not read; " if ignored else "")
+          + (f"{s.before_start:,} before --start; " if s.before_start else "")
           + f"{s.matches} matches, {s.results} results; peak {s.peak_runs} active runs{keys}{dropped}",
           file=sys.stderr)
 
@@ -1015,12 +1016,14 @@ def _spark_run(args, compiled: CompiledQuery, query_text: str, sources, kb_specs
                     limits=state_limits)
 
 
-def _parse_start(text: str):
-    """``--start``: a time as stream timestamps are written (``events.parse_time_text``)."""
+def _parse_start(text: str) -> str:
+    """``--start``, checked: a time as stream timestamps are written (``events.parse_time_text``).
+    The engines take the text, whose kind they check against the stream's."""
     try:
-        return parse_time_text(text)[0]
+        parse_time_text(text)
     except ValueError as error:
         raise UsageError(f"--start {text}: {error}") from None
+    return text
 
 
 class _Progress:

@@ -115,7 +115,8 @@ class SpaseqProcessor(Processor):
     :class:`~spaseq_plugin.kb.KnowledgeBase`, or ``--kb`` style specs),
     ``time_var`` (name of an extra variable holding the match time),
     ``strict`` (raise on the first rejected event) and ``start`` (the
-    origin of TUMBLING windows).
+    origin of TUMBLING windows: seconds, an xsd:dateTime text or a
+    ``datetime``; see ``Engine``).
     """
 
     def __init__(self, graph: Graph):

@@ -30,6 +30,7 @@ simultaneous events may still complete them.
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import gc
 import logging
 import math
@@ -43,8 +44,8 @@ import pyoxigraph as ox
 
 from ..language.compiler import CompiledQuery, compile_query
 from ..language.limits import QueryLimits
-from ..errors import EventError
-from ..events import IDLE, Event, Time, as_time
+from ..errors import EventError, UsageError
+from ..events import IDLE, Event, Time, as_time, start_time
 from ..evaluators.protocol import GpmEvaluator
 from ..evaluators.spectra import SpectraEvaluator
 from ..kb import KnowledgeBase
@@ -80,6 +81,7 @@ class RunStats:
     live_keys: int = 0          # PARTITION BY keys holding state now
     peak_keys: int = 0
     dropped_runs: int = 0       # partial matches a state limit dropped (--on-limit drop-*)
+    before_start: int = 0       # events before the first TUMBLING window (start)
     rejections: list[EventError] = field(default_factory=list)
     ignored: int = 0                    # events of streams the query does not read
     rejected_by_reason: Counter = field(default_factory=Counter)
@@ -105,6 +107,11 @@ class Engine:
     bound what the query may be and do when it is compiled here:
     ``limits=QueryLimits(allow_service=True)`` lets GPMs use SERVICE
     (docs/limits.md).
+    ``start`` is the origin of TUMBLING windows (default: the first
+    event's time): a number of seconds, an xsd:dateTime's text or a
+    ``datetime`` (``events.start_time``); text or a ``datetime`` must be of
+    the stream set's kind of time, else the first event raises
+    :class:`UsageError`.
     ``state_limits`` (a :class:`StateLimits`, default: its defaults) caps
     the runs; under the ``fail`` policy a cap reached raises
     :class:`LimitError` from the push that completes the timestamp, after
@@ -115,7 +122,7 @@ class Engine:
                  evaluator: GpmEvaluator | None = None,
                  on_result: Callable[[Result], None] | None = None,
                  on_reject: Callable[[EventError], None] | None = None,
-                 start: Time | None = None, limits: QueryLimits | None = None,
+                 start: Time | str | datetime.datetime | None = None, limits: QueryLimits | None = None,
                  state_limits: StateLimits | None = None):
         self.compiled = compile_query(query, limits) if isinstance(query, str) else query
         self.kb, self._own_kb = knowledge_base(kb) if kb is not None else (None, False)
@@ -125,6 +132,15 @@ class Engine:
         self.on_result = on_result
         self.on_reject = on_reject
         self._collector = Collector(self.projector)
+        self._start_kind = self._start_text = None
+        if start is not None:
+            self._start_text = start if isinstance(start, str) else _shown(start)
+            try:
+                start, kind = start_time(start)
+            except ValueError as error:
+                raise UsageError(f"start {self._start_text}: {error}") from None
+            if self.compiled.automaton.tumbling:        # (else the start is not used)
+                self._start_kind = kind
         self.runtime = Runtime(self.compiled, self.evaluator, self._on_match, start, state_limits)
         self._keyed = bool(self.compiled.partition_by)       # stats count live keys
         self._closed = False
@@ -324,6 +340,9 @@ class Engine:
             return (f"late: timestamp {event.time} was closed when the input went quiet (--idle-flush)",
                     "late")
         if event.stream in self.compiled.streams:
+            if b.kind is None and self._start_kind is not None and event.is_datetime != self._start_kind:
+                raise wrong_start_kind(self._start_text, self._start_kind, event.is_datetime,
+                                       event.position or str(event.time))
             b.kind = event.is_datetime
         return None
 
@@ -342,6 +361,7 @@ class Engine:
         stats.results = self._collector.results
         stats.peak_runs = runtime.peak_runs
         stats.dropped_runs = runtime.dropped_runs
+        stats.before_start = runtime.before_start
         if self._keyed:
             stats.live_keys = runtime.live_keys
             stats.peak_keys = runtime.peak_keys
@@ -441,6 +461,17 @@ def _time_argument(time) -> Time:
     if isinstance(time, numbers.Integral):
         return int(time)
     return as_time(time if isinstance(time, Decimal) else float(time))
+
+
+_KINDS = {False: "a number of seconds", True: "an xsd:dateTime"}
+
+
+def wrong_start_kind(start: str, start_is_datetime: bool, first_is_datetime: bool, where: str) -> UsageError:
+    """The error of a start time (``start=``, ``--start``) not of the stream set's kind: a
+    dateTime start over numbers would be after every event, and silently drop them all."""
+    return UsageError(f"start {start} is {_KINDS[start_is_datetime]}, but the first event of the stream set "
+                      f"(at {where}) is timed by {_KINDS[first_is_datetime]}: give the start as the stream's "
+                      "timestamps are written")
 
 
 def _shown(value) -> str:

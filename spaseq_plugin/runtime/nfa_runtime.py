@@ -637,6 +637,7 @@ class Runtime:
     peak_keys = cython.declare(cython.longlong, visibility="public")
     state_bytes = cython.declare(cython.longlong, visibility="public")
     dropped_runs = cython.declare(cython.longlong, visibility="public")
+    before_start = cython.declare(cython.longlong, visibility="public")
     limits = cython.declare(object, visibility="public")
     _max_runs = cython.declare(cython.longlong, visibility="public")
     _max_partition_runs = cython.declare(cython.longlong, visibility="public")
@@ -690,6 +691,7 @@ class Runtime:
         self.peak_keys = 0
         self.state_bytes = 0         # their estimated size (_run_bytes)
         self.dropped_runs = 0        # partial matches a limit dropped
+        self.before_start = 0        # events before the first TUMBLING window (start)
         self.limits = limits if limits is not None else StateLimits()
         # The counters and caps are C integers when compiled: a cap beyond 2**62 is none.
         unlimited = 1 << 62
@@ -781,6 +783,7 @@ class Runtime:
             self._memo = {}
         if self.tumbling:
             if self.tumbling_start is not None and time < self.tumbling_start:
+                self.before_start += len(events)
                 return      # before the first tumbling window
             self._tumble(time)
         elif self.window is not None:
@@ -892,7 +895,8 @@ class Runtime:
             "window_end": None if self.window_end is None else time(self.window_end),
             "tumbling_start": None if self.tumbling_start is None else time(self.tumbling_start),
             "active_runs": self.active_runs, "peak_runs": self.peak_runs, "peak_keys": self.peak_keys,
-            "state_bytes": self.state_bytes, "dropped_runs": self.dropped_runs}
+            "state_bytes": self.state_bytes, "dropped_runs": self.dropped_runs,
+            "before_start": self.before_start}
 
     def restore(self, data: dict, inp) -> None:
         """Become the runtime :meth:`snapshot` saved (``inp``: a
@@ -947,6 +951,7 @@ class Runtime:
         self.active_runs, self.peak_runs = data["active_runs"], data["peak_runs"]
         self.peak_keys, self.state_bytes = data["peak_keys"], data["state_bytes"]
         self.dropped_runs = data["dropped_runs"]
+        self.before_start = data.get("before_start", 0)       # (absent from older checkpoints)
 
     # -- per partition ---------------------------------------------------
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 import bisect
 import collections
 import dataclasses
+import functools
 import itertools
 import os
 import time as clock
@@ -53,9 +54,9 @@ from typing import Callable, Iterable, Iterator
 import pyoxigraph as ox
 
 from ..language.compiler import CompiledQuery, compile_query
-from ..runtime.engine import Engine, RunStats
-from ..errors import EventError, SpaseqError, StateLimitError
-from ..events import Event, Time
+from ..runtime.engine import Engine, RunStats, wrong_start_kind
+from ..errors import EventError, SpaseqError, StateLimitError, UsageError
+from ..events import Event, Time, start_time
 from ..evaluators.spectra import SpectraEvaluator
 from ..kb import KnowledgeBase, parse_kb_spec
 from ..runtime.results import Result, first_distinct
@@ -256,13 +257,15 @@ class ReadSummary:
     events: int = 0
     triples: int = 0
     first: Time | None = None
+    first_is_datetime: bool = False
     last: Time | None = None
+    before_start: int = 0                               # events before the first TUMBLING window
     times: list = field(default_factory=list)         # a sample, to place the cuts
     rejections: list = field(default_factory=list)    # Rejected
     edges: list = field(default_factory=list)         # PartEdges of a part of a file
 
 
-def summarise_read(items: Iterable) -> list[ReadSummary]:
+def summarise_read(items: Iterable, tumbling_start: Time | None = None) -> list[ReadSummary]:
     """One source's summary (a reading partition holds one source)."""
     summary = ReadSummary()
     sampler = random.Random(1)
@@ -272,6 +275,9 @@ def summarise_read(items: Iterable) -> list[ReadSummary]:
             summary.triples += item.triples.count(b"\n")
             if summary.first is None or item.time < summary.first:
                 summary.first = item.time
+                summary.first_is_datetime = item.is_datetime
+            if tumbling_start is not None and item.time < tumbling_start:
+                summary.before_start += 1
             if summary.last is None or item.time > summary.last:
                 summary.last = item.time
             if len(summary.times) < TIME_SAMPLE_PER_SOURCE:        # reservoir sampling
@@ -501,7 +507,13 @@ class SparkRun:
         self.master = master
         self.requested_pieces = pieces
         self.min_piece_windows = min_piece_windows      # correctness never depends on it: only cost
-        self.start = start
+        self.start = self.start_kind = None
+        self.start_text = start if isinstance(start, str) else repr(start)
+        if start is not None:
+            try:
+                self.start, self.start_kind = start_time(start)
+            except ValueError as error:
+                raise UsageError(f"start {start}: {error}") from None
         self.on_reject = on_reject
         self.progress = progress or (lambda text: None)
         self.stats = RunStats()
@@ -526,8 +538,10 @@ class SparkRun:
         read.persist()
         cached = [read]
         try:
-            summaries = read.mapPartitions(summarise_read).collect()      # one pass: stats and edges
-            read, summaries = self._whole_where_cuts_changed(context, read, summaries)
+            tumbling_start = self.start if self.compiled.automaton.tumbling else None
+            summarise = functools.partial(summarise_read, tumbling_start=tumbling_start)
+            summaries = read.mapPartitions(summarise).collect()      # one pass: stats and edges
+            read, summaries = self._whole_where_cuts_changed(context, read, summaries, summarise)
             if read is not cached[0]:
                 read.persist()
                 cached.append(read)
@@ -541,7 +555,13 @@ class SparkRun:
                           f"{'s' * (len(self.sources) != 1)} in {self.report.read_seconds:.1f} s")
             if not count:
                 return
-            first = min(summary.first for summary in summaries if summary.events)
+            earliest = min((summary for summary in summaries if summary.events), key=lambda s: s.first)
+            first = earliest.first
+            if tumbling_start is not None and self.start_kind is not None \
+                    and earliest.first_is_datetime != self.start_kind:
+                raise wrong_start_kind(self.start_text, self.start_kind, earliest.first_is_datetime,
+                                       earliest.path or str(first))
+            self.stats.before_start = sum(summary.before_start for summary in summaries)
             last = max(summary.last for summary in summaries if summary.events)
             times = [t for summary in summaries for t in summary.times]
             records = read.filter(lambda item: isinstance(item, EventRecord))
@@ -594,7 +614,7 @@ class SparkRun:
         yield from self._final(sorted(itertools.chain.from_iterable(o.results for o in outputs),
                                       key=lambda item: item[0]))
 
-    def _whole_where_cuts_changed(self, context, read, summaries: list[ReadSummary]):
+    def _whole_where_cuts_changed(self, context, read, summaries: list[ReadSummary], summarise):
         """Files read in parts whose cuts may have changed an event are read again whole."""
         by_path: dict[str, list[PartEdges]] = {}
         for summary in summaries:
@@ -613,7 +633,7 @@ class SparkRun:
         whole = context.parallelize([dataclasses.replace(source, span=None, part=0) for source in first.values()],
                                     len(first)).flatMap(read_source)
         kept = read.filter(lambda item: not isinstance(item, PartEdges) and not _from_parts_of(item, again))
-        summaries = [s for s in summaries if s.path not in again] + whole.mapPartitions(summarise_read).collect()
+        summaries = [s for s in summaries if s.path not in again] + whole.mapPartitions(summarise).collect()
         return kept.union(whole), summaries
 
     def _final(self, ordered: list[tuple[tuple, tuple]]) -> Iterator[Result]:
