@@ -561,6 +561,7 @@ class LiveSource(Reconnecting):
         """After a cut: the messages queued, however long the engine takes over
         them, then the producer's until it ends (it sees the cut within _POLL), for
         at most _DRAIN_SECONDS more (a read blocked for good)."""
+        self._wake_producer()
         deadline = None
         backlog = self._queue.qsize()
         while True:
@@ -634,6 +635,10 @@ class LiveSource(Reconnecting):
     def _closing(self) -> None:
         """Release what the source holds (sockets); called by :meth:`close`."""
 
+    def _wake_producer(self) -> None:
+        """Unblock a producer waiting in a call that does not see the stop flag
+        (called on a cut and on :meth:`close`)."""
+
     def retry_or_give_up(self, attempts: int, reason: str, ever_connected: bool) -> bool:
         """:meth:`failed`, then wait the backoff: whether to try again (not when the
         source stops or is cut meanwhile)."""
@@ -654,14 +659,37 @@ class LiveSource(Reconnecting):
 # --------------------------------------------------------------------------
 
 class StdinSource(LiveSource):
-    """Events read from standard input (or any binary file object)."""
+    """Events read from standard input, any binary file object, or a pipe or
+    device (``path``).
 
-    def __init__(self, stream: str, options: LiveOptions, fileobj=None, name: str = "stdin"):
+    A named pipe's ``open`` waits until some process opens it for writing,
+    so ``path`` is opened by the producer thread: the wait is then idle time
+    like any other (``idle_timeout`` ends it), and :meth:`close` ends it by
+    opening the pipe for writing itself, which lets the blocked ``open``
+    return."""
+
+    def __init__(self, stream: str, options: LiveOptions, fileobj=None, name: str = "stdin",
+                 path: str | None = None):
         super().__init__(name, stream, options)
         self.fileobj = fileobj
+        self.path = path
+        self._opening = False
 
     def produce(self) -> None:
-        f = self.fileobj if self.fileobj is not None else sys.stdin.buffer
+        if self.path is not None:
+            self._opening = True
+            try:
+                fd = os.open(self.path, os.O_RDONLY)
+            except OSError as error:
+                raise SpaseqError(f"{self.name}: cannot open it: {error.strerror}") from None
+            finally:
+                self._opening = False
+            with os.fdopen(fd, "rb", buffering=0) as f:
+                self._read(f)
+        else:
+            self._read(self.fileobj if self.fileobj is not None else sys.stdin.buffer)
+
+    def _read(self, f) -> None:
         reader = TextReader(self.name, self.stream, self.options.rdf_format,
                             base=Path.cwd().as_uri() + "/")
         try:
@@ -690,7 +718,17 @@ class StdinSource(LiveSource):
     def _closing(self) -> None:
         thread = self._thread
         if thread is not None and thread is not threading.current_thread():
+            self._wake_producer()
             thread.join(timeout=4 * _POLL)      # it sees the stop flag within _POLL
+
+    def _wake_producer(self) -> None:
+        """An ``open`` of a named pipe blocked until a writer comes returns if we are
+        that writer for a moment."""
+        if self._opening:
+            try:
+                os.close(os.open(self.path, os.O_WRONLY | os.O_NONBLOCK))
+            except OSError:         # no reader waits any more (ENXIO)
+                pass
 
 
 def open_stdin(location: str, stream: str, *, fileobj=None, report=None) -> StdinSource:

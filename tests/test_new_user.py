@@ -206,6 +206,30 @@ def test_a_fifo_named_like_a_stream_file_is_read_as_it_arrives(capsys, tmp_path)
     assert owners(out) == OWNERS
 
 
+@pytest.mark.parametrize("stop", ["idle-timeout", "SIGTERM"])
+def test_a_fifo_nobody_writes_to_is_idle_time(tmp_path, stop):
+    """Opening a named pipe waits for a writer: that wait was outside --idle-timeout,
+    and a run over a pipe nobody opened never ended.  It is idle time now."""
+    fifo = tmp_path / "power.trig"
+    os.mkfifo(fifo)
+    extra = ["--idle-timeout", "1"] if stop == "idle-timeout" else []
+    started = time.monotonic()
+    p = subprocess.Popen(SPASEQ + ["run", str(QUERY), "--stream", f"S1={fifo}", *extra,
+                                   *[f"--stream={s}" for s in STREAMS[1:]], "--kb", str(QUICKSTART / "kb.trig")],
+                         stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    if stop == "SIGTERM":
+        time.sleep(2)
+        p.terminate()
+    out, err = p.communicate(timeout=30)
+    assert time.monotonic() - started < 10, err
+    if stop == "SIGTERM":
+        assert p.returncode == 128 + signal.SIGTERM and "terminated (SIGTERM)" in err, err
+    else:
+        assert p.returncode == 0, err
+        assert f"spaseq: {fifo}: no input for 1 s (idle_timeout): ending" in err, err
+    assert "Traceback" not in err
+
+
 @pytest.mark.parametrize("flag", ["--kb", "--output", "--dead-letter"])
 def test_missing_or_unwritable_files_are_usage_errors_naming_the_flag(capsys, tmp_path, flag):
     where = tmp_path / "no-such-folder" / "file.txt"

@@ -695,8 +695,9 @@ def _open_source(location: str, iri: str, opened: contextlib.ExitStack):
         fmt = os.path.basename(location).lower().removesuffix(".gz").rpartition(".")[2]
         options = LiveOptions.from_query({}, location)
         options.rdf_format = parse_format(fmt) if fmt in ("trig", "nq") else None
-        stream = opened.enter_context(open(location, "rb"))
-        return StdinSource(iri, options, stream, name=location)
+        if not os.access(location, os.R_OK):
+            raise UsageError(f"--stream {location}: cannot read it (permission denied)")
+        return StdinSource(iri, options, name=location, path=location)
     if kind == "file":
         try:
             stream_file_format(location)
