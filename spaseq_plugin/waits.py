@@ -17,7 +17,11 @@ ValueError: must be a number of seconds more than 0, at most 1e+09
 
 from __future__ import annotations
 
+import threading
+from typing import Callable, TypeVar
+
 LONGEST_WAIT = 1e9
+T = TypeVar("T")
 
 
 def wait_seconds(value: str | float, *, zero: bool = False) -> float:
@@ -31,3 +35,32 @@ def wait_seconds(value: str | float, *, zero: bool = False) -> float:
         raise ValueError(f"must be a number of seconds {'from 0' if zero else 'more than 0'}, "
                          f"at most {LONGEST_WAIT:g}")
     return seconds
+
+
+class NoAnswer(Exception):
+    """A call given to :func:`within` did not return in time."""
+
+
+def within(seconds: float, work: Callable[[], T], name: str) -> T:
+    """``work()``'s result, or its exception, or :class:`NoAnswer` once ``seconds``
+    have passed.  For calls that take no time limit of their own (pyoxigraph's
+    and rdflib's SERVICE, rdflib's SPARQLStore): ``work`` runs in a thread
+    (``name``), and one still waiting after the deadline is left behind, a
+    daemon that cannot keep the process alive."""
+    outcome: list = []
+
+    def run() -> None:
+        try:
+            outcome.append((True, work()))
+        except BaseException as error:      # handed to the caller's thread
+            outcome.append((False, error.with_traceback(None)))
+
+    thread = threading.Thread(target=run, name=name, daemon=True)
+    thread.start()
+    thread.join(seconds)
+    if not outcome:
+        raise NoAnswer(f"no answer within {seconds:g} s")
+    done, value = outcome[0]
+    if not done:
+        raise value
+    return value

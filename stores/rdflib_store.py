@@ -7,6 +7,9 @@ Any rdflib store plugin, by name, opened with its configuration string:
   keep their graph names; N-Triples and Turtle go to the named graph IRI);
 * ``rdflib:Oxigraph:DIR``: an on-disk Oxigraph store through oxrdflib,
   opened read-only (``rdflib:Oxigraph`` alone: an empty in-memory one);
+* ``rdflib:SPARQLStore:URL[#timeout=SECONDS]``: rdflib's client of a SPARQL
+  endpoint; each request fails after ``timeout`` seconds (default 300),
+  naming the store, and a failure names its cause;
 * ``rdflib:BerkeleyDB:DIR`` (where the ``berkeleydb`` module is installed)
   and any third-party rdflib store plugin: ``Dataset(store=NAME)`` opened
   with ``DIR`` (or whatever that store's configuration string is).
@@ -31,6 +34,7 @@ import difflib
 import logging
 import os
 from itertools import islice
+from urllib.parse import parse_qsl
 from typing import Iterable, Iterator
 
 import pyoxigraph as ox
@@ -38,14 +42,16 @@ from rdflib import ConjunctiveGraph, Dataset, Graph, URIRef
 from rdflib.graph import DATASET_DEFAULT_GRAPH_ID
 from rdflib.term import BNode, Literal
 
-from ..errors import QueryError, SpaseqError
+from ..errors import LimitError, QueryError, SpaseqError
 from ..hookspecs import KbStore, hookimpl
 from ..kb import KnowledgeBase, parse_kb_spec
 from ..rdflib_terms import ox_to_rdflib, rdflib_to_ox
 from .loading import BATCH, OxigraphLoader, RdfFileReader
 from .oxigraph import read_only_store
+from ..waits import NoAnswer, wait_seconds, within
 
 XSD_STRING = "http://www.w3.org/2001/XMLSchema#string"
+REMOTE_TIMEOUT = 300.0      # seconds a request to an rdflib SPARQLStore's endpoint may take
 
 
 def to_ox(term):
@@ -91,16 +97,19 @@ class RdflibKB(KnowledgeBase):
         self._close_store = close_store
         self._names: list[str] | None = None
 
-    def _contexts(self):
-        if isinstance(self.dataset, Dataset):
-            return self.dataset.graphs()
-        return self.dataset.contexts()
+    def _context_names(self) -> Iterable:
+        from rdflib.plugins.stores.sparqlstore import SPARQLStore
+        if isinstance(self.dataset.store, SPARQLStore):
+            # (its own listing asks for GRAPH ?g {}, which Virtuoso answers with nothing)
+            return (URIRef(row["g"].value) for row in self.select("SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }")
+                    if isinstance(row.get("g"), ox.NamedNode))
+        # (not Dataset.graphs(): it adds the default graph to the store)
+        return (g.identifier for g in ConjunctiveGraph.contexts(self.dataset))
 
     def graph_names(self) -> list[str]:
         if self._names is None:
-            self._names = sorted(str(g.identifier) for g in self._contexts()
-                                 if isinstance(g.identifier, URIRef)
-                                 and g.identifier != DATASET_DEFAULT_GRAPH_ID)
+            self._names = sorted(str(name) for name in self._context_names()
+                                 if isinstance(name, URIRef) and name != DATASET_DEFAULT_GRAPH_ID)
         return list(self._names)
 
     def query(self, sparql: str):
@@ -214,9 +223,49 @@ def open_location(location: str) -> RdflibKB:
         store = plugin_class()
     except ImportError as e:
         raise SpaseqError(f"the rdflib store {name} cannot be used here: {e}") from None
-    dataset = Dataset(store=store)
+    from rdflib.plugins.stores.sparqlstore import SPARQLStore
+    if isinstance(store, SPARQLStore):
+        configuration, timeout = _remote_options(name, configuration)
+        _bound_requests(store, f"rdflib:{name}:{configuration}", timeout)
+        # (its default Accept lists RDF/XML beside the XML results, and Virtuoso answers
+        # a SELECT in RDF/XML then, which rdflib reads as a CONSTRUCT's graph)
+        store.returnFormat = "json"
+    # (a union default graph: else rdflib sends its default graph's name, urn:x-rdflib:default,
+    # as default-graph-uri, and a protocol dataset with no named graph then)
+    dataset = Dataset(store=store, default_union=isinstance(store, SPARQLStore))
     _open(dataset, name, configuration, create=False)
     return RdflibKB(dataset, description=f"rdflib {name} store at {configuration}", close_store=True)
+
+
+def _remote_options(name: str, configuration: str) -> tuple[str, float]:
+    """An endpoint URL and its ``#timeout=SECONDS`` (default REMOTE_TIMEOUT)."""
+    url, _, fragment = configuration.partition("#")
+    options = dict(parse_qsl(fragment, keep_blank_values=True))
+    unknown = sorted(set(options) - {"timeout"})
+    if unknown:
+        raise SpaseqError(f"rdflib:{name}: unknown option {unknown[0]!r} (it takes #timeout=SECONDS)")
+    try:
+        return url, wait_seconds(options.get("timeout", REMOTE_TIMEOUT))
+    except ValueError as e:
+        raise SpaseqError(f"rdflib:{name}: timeout {e}") from None
+
+
+def _bound_requests(store, where: str, timeout: float) -> None:
+    """rdflib's SPARQLStore sends its requests (every read goes through ``_query``)
+    with urllib and no time limit, and reports any failure as "You did something
+    wrong formulating either the URI or your SPARQL query": each request gets
+    ``timeout`` seconds here, and a failure names its cause."""
+    send = store._query
+
+    def bounded(*args, **kwargs):
+        try:
+            return within(timeout, lambda: send(*args, **kwargs), f"spaseq {where}")
+        except NoAnswer:
+            raise LimitError(f"{where}: no answer within {timeout:g} s (#timeout=SECONDS)") from None
+        except (OSError, ValueError) as error:
+            cause = error.__context__ if isinstance(error, ValueError) and error.__context__ else error
+            raise SpaseqError(f"{where}: the request failed: {cause}") from None
+    store._query = bounded
 
 
 def _open(dataset: Dataset, name: str, configuration: str, create: bool) -> None:

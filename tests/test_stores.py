@@ -120,7 +120,7 @@ def answers(query: str, kb, evaluator: str) -> Counter:
 # -- the backends --------------------------------------------------------------------------
 
 BACKENDS = ["oxigraph-memory", "oxigraph-disk", "rdflib-memory", "rdflib-oxigraph", "rdflib-dataset",
-            "rdflib-berkeleydb", "sparql-virtuoso"]
+            "rdflib-berkeleydb", "sparql-virtuoso", "sparql-virtuoso-via-rdflib"]
 
 
 @pytest.fixture(scope="session")
@@ -145,7 +145,8 @@ def make_kb(name: str, kb_file: str, tmp, request):
     kb.spec = {"oxigraph-memory": kb_file, "oxigraph-disk": f"oxigraph:{tmp / 'ox'}",
                "rdflib-memory": f"rdflib:Memory:{kb_file}", "rdflib-oxigraph": f"rdflib:Oxigraph:{tmp / 'oxr'}",
                "rdflib-berkeleydb": f"rdflib:BerkeleyDB:{tmp / 'bdb'}",
-               "sparql-virtuoso": f"sparql:{getattr(kb, 'url', '')}"}.get(name)
+               "sparql-virtuoso": f"sparql:{getattr(kb, 'url', '')}",
+               "sparql-virtuoso-via-rdflib": f"rdflib:SPARQLStore:{getattr(kb, 'url', '')}"}.get(name)
     return kb
 
 
@@ -172,6 +173,12 @@ def _make_kb(name: str, kb_file: str, tmp, request):
         server = request.getfixturevalue("virtuoso")
         server.load_trig(KB_TRIG)
         return SparqlEndpointKB(server.url)
+    if name == "sparql-virtuoso-via-rdflib":
+        server = request.getfixturevalue("virtuoso")
+        server.load_trig(KB_TRIG)
+        kb = KnowledgeBase.from_specs([f"rdflib:SPARQLStore:{server.url}"])
+        kb.url = server.url
+        return kb
     raise AssertionError(name)
 
 
@@ -373,6 +380,52 @@ def test_a_sparql_endpoint_dripping_its_headers_is_given_ten_times_its_timeout()
         started = time.monotonic()
         with pytest.raises(LimitError, match=r"took more than 2 s to answer \(ten times its timeout\)"):
             list(kb.select("SELECT * WHERE { ?s ?p ?o }"))
+        assert time.monotonic() - started < 8
+
+
+def test_an_rdflib_sparqlstore_has_a_deadline_and_names_its_failures():
+    """rdflib's SPARQLStore sends requests with no time limit (a GRAPH clause waited
+    for ever on a dripping endpoint) and says "You did something wrong formulating
+    either the URI or your SPARQL query" of a refused connection (shown as an
+    internal error)."""
+    with HostileHttpServer(drip=0.1) as server:
+        kb = KnowledgeBase.from_specs([f"rdflib:SPARQLStore:{server.url('/sparql')}#timeout=1"])
+        started = time.monotonic()
+        with pytest.raises(LimitError, match=r"rdflib:SPARQLStore:http://.*/sparql: no answer within 1 s"):
+            kb.graph_names()
+        assert time.monotonic() - started < 8
+    with socket.create_server(("127.0.0.1", 0)) as closed:
+        port = closed.getsockname()[1]
+    kb = KnowledgeBase.from_specs([f"rdflib:SPARQLStore:http://127.0.0.1:{port}/sparql"])
+    with pytest.raises(SpaseqError, match=r"the request failed: <urlopen error \[Errno 111\] Connection refused>"):
+        list(kb.select("SELECT * WHERE { ?s ?p ?o }"))
+    with pytest.raises(SpaseqError, match="unknown option 'timout'"):
+        KnowledgeBase.from_specs([f"rdflib:SPARQLStore:http://127.0.0.1:{port}/sparql#timout=1"])
+
+
+def test_an_rdflib_sparqlstore_reads_a_real_endpoint(virtuoso):
+    virtuoso.load_trig(KB_TRIG)
+    through_rdflib = KnowledgeBase.from_specs([f"rdflib:SPARQLStore:{virtuoso.url}#timeout=20"])
+    direct = SparqlEndpointKB(virtuoso.url)
+    query = "SELECT ?s ?o WHERE { GRAPH <http://kb/owners> { ?s ?p ?o } }"
+    rows = sorted(tuple(sorted((k, str(v)) for k, v in row.items())) for row in through_rdflib.select(query))
+    assert rows and rows == sorted(tuple(sorted((k, str(v)) for k, v in row.items())) for row in direct.select(query))
+
+
+def test_kb_query_refuses_service_unless_allowed_and_bounds_it(tmp_path, capsys, kb_file):
+    store = f"oxigraph:{tmp_path / 'ox'}"
+    assert kb_cli("kb", "load", kb_file, "--into", store, "--quiet")[0] == 0
+    with HostileHttpServer(drip=0.1) as server:
+        sparql = f"SELECT * WHERE {{\n  SERVICE <{server.url('/sparql')}> {{ ?s ?p ?o }} }}"
+        status, out, err = kb_cli("kb", "query", store, sparql, capsys=capsys)
+        assert status == 2 and out == ""
+        assert err == ("spaseq: query error: line 2, column 3: SERVICE sends requests to another SPARQL "
+                       "endpoint (allow it with --allow-service)\n")
+        started = time.monotonic()
+        status, out, err = kb_cli("kb", "query", store, sparql, "--allow-service", "--service-timeout", "1",
+                                  capsys=capsys)
+        assert status == 3 and out == ""
+        assert err == "spaseq: limit reached: the query's SERVICE did not answer within 1 s (--service-timeout)\n"
         assert time.monotonic() - started < 8
 
 

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import re
 
+from ..language.limits import DEFAULT_SERVICE_TIMEOUT
 from ..waits import wait_seconds
 
 
@@ -56,3 +57,14 @@ def byte_size(text: str) -> int:
     if not match or int(match.group(1)) < 1:
         raise argparse.ArgumentTypeError(f"{text!r}: expected a size such as 64MiB or 1000000")
     return int(match.group(1)) * _SIZE_UNITS[match.group(2).lower()]
+
+
+def add_service_flags(command: argparse.ArgumentParser, who: str) -> None:
+    """``--allow-service`` and ``--service-timeout``: SERVICE sends requests to other
+    endpoints, refused unless allowed, and then bounded in time (``who`` uses it)."""
+    command.add_argument("--allow-service", action="store_true",
+                         help=f"let {who} use SERVICE, which sends requests to other SPARQL endpoints "
+                              "(refused by default)")
+    command.add_argument("--service-timeout", type=float, default=DEFAULT_SERVICE_TIMEOUT, metavar="SECONDS",
+                         help=f"with --allow-service: {who} waiting longer than this on SERVICE endpoints "
+                              f"fails (default {DEFAULT_SERVICE_TIMEOUT:g})")

@@ -39,7 +39,7 @@ import time
 from .. import __version__
 from ..compiled import describe as describe_build
 from ..language.compiler import CompiledQuery, compile_query
-from ..language.limits import DEFAULT_MAX_NESTING, DEFAULT_SERVICE_TIMEOUT, QueryLimits, read_query_file
+from ..language.limits import DEFAULT_MAX_NESTING, QueryLimits, read_query_file
 from ..runtime.engine import Engine, prepare_collector, query_warnings
 from ..runtime.nfa_runtime import (DEFAULT_MAX_DISTINCT, DEFAULT_MAX_JOIN_STEPS, DEFAULT_MAX_RUNS, DEFAULT_MAX_STATE_BYTES, POLICIES,
                                    StateLimits)
@@ -48,7 +48,7 @@ from ..events import format_time, parse_time_text
 from ..evaluators.spectra import SpectraEvaluator
 from ..bench.runner import add_bench_parser
 from ..kb import KnowledgeBase
-from .arguments import byte_size, seconds, whole_number
+from .arguments import add_service_flags, byte_size, seconds, whole_number
 from .checkpointing import HeaderDiscarded, RunCheckpoints
 from .paths import check_writes
 from .stopping import (OUTPUT_TIMEOUT, STOP_TIMEOUT, GracefulStop, Terminated, at_most, interrupted_status,
@@ -402,12 +402,7 @@ def _add_limit_options(command: argparse.ArgumentParser) -> None:
                          help="refuse queries nested deeper than N levels: brackets, and the operators, "
                               "keywords and '.' between triple patterns chained inside one "
                               f"(default {DEFAULT_MAX_NESTING}; at most 500)")
-    command.add_argument("--allow-service", action="store_true",
-                         help="let GPMs use SERVICE, which sends requests to other SPARQL endpoints "
-                              "(refused by default)")
-    command.add_argument("--service-timeout", type=float, default=DEFAULT_SERVICE_TIMEOUT, metavar="SECONDS",
-                         help="with --allow-service: a GPM evaluation waiting longer than this on its "
-                              f"SERVICE endpoints fails (default {DEFAULT_SERVICE_TIMEOUT:g})")
+    add_service_flags(command, "GPMs")
     command.add_argument("--max-runs", metavar="N", default=str(DEFAULT_MAX_RUNS),
                          help=f"active runs (partial matches) of the query at most, and solutions of one GPM on one "
                               f"event (default {DEFAULT_MAX_RUNS:,}; 'none' lifts it)")

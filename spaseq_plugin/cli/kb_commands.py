@@ -51,18 +51,20 @@ from typing import IO
 
 import pyoxigraph as ox
 
-from ..errors import QueryError, SpaseqError, UsageError, as_usage_error
+from ..errors import LimitError, QueryError, SpaseqError, UsageError, as_usage_error
 from ..evaluators.protocol import term_text
 from ..kb import KnowledgeBase, store_scheme
-from ..language.limits import DEFAULT_MAX_NESTING, MAX_NESTING_CEILING, QueryLimits, check_nesting, read_query_file
+from ..language.limits import (DEFAULT_MAX_NESTING, DEFAULT_SERVICE_TIMEOUT, MAX_NESTING_CEILING, QueryLimits,
+                               check_nesting, read_query_file)
 from ..stores.loading import (QUAD_FORMATS, OxigraphLoader, RejectsFile, _rate, expand_inputs,
                               keep_filter_for, load_in_process)
 from ..spark.session import require_pyspark
 from ..streams.reader import DEFAULT_MAX_TERM_DEPTH, MOST_TERM_DEPTH
-from .arguments import byte_size, whole_number
+from .arguments import add_service_flags, byte_size, whole_number
 from .paths import check_writes
 from ..stores.oxigraph import rdf_format
 from ..stores.sparql_endpoint import EndpointHttpError, serialize_solutions
+from ..waits import NoAnswer, within
 
 RESULT_FORMATS = {
     "json": ox.QueryResultsFormat.JSON, "xml": ox.QueryResultsFormat.XML,
@@ -118,6 +120,7 @@ def add_kb_parser(subparsers) -> argparse.ArgumentParser:
     query.add_argument("--max-nesting", type=int, default=DEFAULT_MAX_NESTING, metavar="N",
                        help="refuse a query nested deeper than N levels, as spaseq run does: the SPARQL "
                             f"parsers recurse (default {DEFAULT_MAX_NESTING}; at most {MAX_NESTING_CEILING})")
+    add_service_flags(query, "the query")
     query.set_defaults(func=cmd_query)
     from ..spark.materialize import add_materialize_parser      # (it imports pyspark only when run)
     add_materialize_parser(sub)
@@ -265,6 +268,16 @@ def run_query(kb: KnowledgeBase, sparql: str):
     return "solutions", in_query_order(sparql, list(result.variables)), result
 
 
+def read_answer(kb: KnowledgeBase, sparql: str):
+    """:func:`run_query`'s answer read whole: pyoxigraph's solutions are read as
+    they are iterated, and SERVICE requests sent then."""
+    kind, *payload = run_query(kb, sparql)
+    if kind == "solutions":
+        variables, rows = payload
+        payload = [variables, [{v.value: row[v] for v in variables if row[v] is not None} for row in rows]]
+    return kind, *payload
+
+
 _SELECT_STAR = re.compile(r"\bSELECT\s+(?:DISTINCT\s+|REDUCED\s+)?\*", re.IGNORECASE)
 # what may hold a '?' or '$' that is not a variable: IRIs, strings, comments
 _NOT_VARIABLES = re.compile(r"<[^<>\s]*>|\"\"\"[\s\S]*?\"\"\"|'''[\s\S]*?'''|"
@@ -288,14 +301,25 @@ def cmd_query(args, out: IO[str] | None = None) -> int:
     out = out or sys.stdout
     sparql = read_query_text(args.sparql)
     nesting = getattr(args, "max_nesting", DEFAULT_MAX_NESTING)
+    allow_service = getattr(args, "allow_service", False)
+    timeout = getattr(args, "service_timeout", DEFAULT_SERVICE_TIMEOUT)
     with as_usage_error("--max-nesting"):
-        QueryLimits(max_nesting=nesting)
-    check_nesting(sparql, nesting)          # (pyoxigraph's parser overflowed its stack: SIGSEGV)
+        QueryLimits(max_nesting=nesting, allow_service=allow_service, service_timeout=timeout)
+    service = check_nesting(sparql, nesting)     # (pyoxigraph's parser overflowed its stack: SIGSEGV)
+    if service is not None and not allow_service:
+        raise QueryError("SERVICE sends requests to another SPARQL endpoint (allow it with --allow-service)",
+                         service.line, service.column)
     with as_usage_error("spaseq kb query", (args.store,)):
         kb = KnowledgeBase.from_specs([args.store])
     try:
         try:
-            kind, *payload = run_query(kb, sparql)
+            if service is None:
+                kind, *payload = run_query(kb, sparql)
+            else:           # (pyoxigraph's and rdflib's SERVICE requests have no time limit)
+                kind, *payload = within(timeout, lambda: read_answer(kb, sparql), "spaseq kb query SERVICE")
+        except NoAnswer:
+            raise LimitError(f"the query's SERVICE did not answer within {timeout:g} s "
+                             "(--service-timeout)") from None
         except EndpointHttpError as e:
             if e.status == 400:             # Bad Request: the endpoint could not read the query
                 raise QueryError(str(e)) from None

@@ -21,7 +21,6 @@ that case only, ``isBlank`` in the GPM sees an IRI for them.
 
 from __future__ import annotations
 
-import threading
 from functools import lru_cache
 from typing import Mapping, Sequence
 
@@ -30,6 +29,7 @@ import pyoxigraph as ox
 from ..errors import LimitError, SpaseqError
 from ..events import Event
 from ..language.gpm import GpmPattern
+from ..waits import NoAnswer, within
 from ..kb import KnowledgeBase
 from .protocol import Solution, Term, gather, gather_shared, term_text
 
@@ -142,37 +142,20 @@ class _Row(dict):
 
 def _with_deadline(run, gpm: GpmPattern) -> list[_Row]:
     """The solutions of ``run()`` (a query of a GPM with SERVICE), or an error once
-    ``gpm.service_timeout`` seconds have passed.
+    ``gpm.service_timeout`` seconds have passed: pyoxigraph's SERVICE requests
+    have no time limit of their own (pyoxigraph releases the GIL while it waits)."""
+    def rows() -> list[_Row]:       # (pyoxigraph's results must be dropped in the thread that made them)
+        solutions = run()
+        names = [v.value for v in solutions.variables]
+        return [_Row((n, s[n]) for n in names) for s in solutions]
 
-    pyoxigraph's SERVICE requests have no time limit of their own, so the query
-    runs in a thread of its own (pyoxigraph releases the GIL while it waits);
-    a thread still waiting on an endpoint after the deadline is left behind,
-    as a daemon that cannot keep the process alive.
-    """
-    outcome: list = []
-
-    def work():
-        solutions = None
-        try:
-            solutions = run()
-            names = [v.value for v in solutions.variables]
-            outcome.append([_Row((n, s[n]) for n in names) for s in solutions])
-        except Exception as e:      # noqa: BLE001 - handed to the caller's thread
-            outcome.append(e.with_traceback(None))
-        finally:
-            solutions = None        # pyoxigraph's results must be dropped in the thread that made them
-
-    thread = threading.Thread(target=work, name=f"spaseq SERVICE of GPM {gpm.name}", daemon=True)
-    thread.start()
-    thread.join(gpm.service_timeout)
-    if not outcome:
+    try:
+        return within(gpm.service_timeout, rows, f"spaseq SERVICE of GPM {gpm.name}")
+    except NoAnswer:
         raise LimitError(f"GPM {gpm.name}: SERVICE did not answer within {gpm.service_timeout:g} s "
-                          "(--service-timeout)")
-    if isinstance(outcome[0], (OSError, RuntimeError)):     # no answer, an HTTP error, a bad reply
-        raise SpaseqError(f"GPM {gpm.name}: SERVICE failed: {outcome[0]}")
-    if isinstance(outcome[0], Exception):
-        raise outcome[0]
-    return outcome[0]
+                         "(--service-timeout)") from None
+    except (OSError, RuntimeError) as error:        # no answer, an HTTP error, a bad reply
+        raise SpaseqError(f"GPM {gpm.name}: SERVICE failed: {error}") from None
 
 
 def injected_columns(gpm: GpmPattern, mappings: Sequence[Mapping[str, Term]]) -> list[str]:
