@@ -606,6 +606,10 @@ def test_time_var_checks():
         simple_events().query(CONSTRUCT, processor="spaseq", time_var="time")
     with pytest.raises(ValueError, match="not a variable name"):
         simple_events().query(ONE_STREAM, processor="spaseq", time_var="two words")
+    with pytest.raises(ValueError, match="time_var is a variable name, not int 5"):     # (was an AttributeError)
+        simple_events().query(ONE_STREAM, processor="spaseq", time_var=5)
+    with pytest.raises(TypeError, match="spaseq_query queries an rdflib Dataset, not str"):
+        spaseq_query("events.trig", ONE_STREAM)
     assert simple_events().query(ONE_STREAM, processor="spaseq", time_var="?t").vars[0] == Variable("t")
 
 

@@ -45,7 +45,7 @@ import urllib.request
 from collections.abc import Callable
 from urllib.parse import parse_qsl, urldefrag, urlsplit
 
-from ..errors import SpaseqError
+from ..errors import OutputError, SpaseqError
 from ..hookspecs import ResultSink, hookimpl
 from ..http_deadline import Deadline, opener
 from ..waits import wait_seconds
@@ -201,21 +201,32 @@ def _open_http(scheme: str):
 # --------------------------------------------------------------------------
 
 class CallbackSink:
-    """Calls ``function`` with each result (its JSON object with ``as_json``)."""
+    """Calls ``function`` with each result (its JSON object with ``as_json``).
+
+    A function named on the command line (``spec``) that raises is the
+    user's error, an ``OutputError`` naming it; a function given from Python
+    raises its own exception to its caller."""
 
     def __init__(self, function: Callable, *, as_json: bool = False, with_events: bool = False,
-                 on_close: Callable[[], None] | None = None):
+                 on_close: Callable[[], None] | None = None, spec: str | None = None):
         if not callable(function):
             raise SpaseqError(f"callback sink: {function!r} is not callable")
         self.function = function
         self.as_json = as_json
         self.with_events = with_events
         self.on_close = on_close
+        self.spec = spec
         self.calls = 0
 
     def write(self, result) -> None:
         self.calls += 1
-        self.function(result_json(result, self.with_events) if self.as_json else result)
+        try:
+            self.function(result_json(result, self.with_events) if self.as_json else result)
+        except Exception as error:
+            if self.spec is None or isinstance(error, SpaseqError):     # (a LimitError is meant: exit 3)
+                raise
+            raise OutputError(f"callback {self.spec} raised {type(error).__name__}: {error} "
+                              f"(on result {self.calls})") from error
 
     def close(self) -> None:
         if self.on_close is not None:
@@ -247,7 +258,8 @@ def open_callback_sink(target, variables, options: dict) -> CallbackSink:
     """``--sink callback:MODULE:FUNCTION``, or a callable from the API."""
     function = load_function(target) if isinstance(target, str) else target
     return CallbackSink(function, as_json=bool(options.get("as_json")),
-                        with_events=bool(options.get("with_events")), on_close=options.get("on_close"))
+                        with_events=bool(options.get("with_events")), on_close=options.get("on_close"),
+                        spec=target if isinstance(target, str) else None)
 
 
 @hookimpl

@@ -151,6 +151,8 @@ def spaseq_query(graph: Graph, query: str, **options):
     The same as the plain call, except that a store with its own query
     method (Oxigraph through oxrdflib) is bypassed, which that store needs.
     """
+    if not isinstance(graph, Graph):
+        raise TypeError(f"spaseq_query queries an rdflib Dataset, not {type(graph).__name__}")
     return graph.query(query, processor="spaseq", use_store_provided=False, **options)
 
 
@@ -193,6 +195,8 @@ def _check_time_var(compiled: CompiledQuery, name: str) -> None:
     if compiled.template is not None:
         raise ValueError("time_var applies to SELECT queries; CONSTRUCT output already "
                          "timestamps each match graph with prov:generatedAtTime")
+    if not isinstance(name, str):
+        raise ValueError(f"time_var is a variable name, not {type(name).__name__} {name!r}")
     name = name.lstrip("?$")
     if not re.fullmatch(r"[A-Za-z_][\w]*", name):
         raise ValueError(f"time_var {name!r} is not a variable name")
