@@ -17,10 +17,14 @@ ValueError: must be a number of seconds more than 0, at most 1e+09
 
 from __future__ import annotations
 
+import re
 import threading
 from typing import Callable, TypeVar
 
 LONGEST_WAIT = 1e9
+#: a number as a user writes it, in ASCII: Python's float() and int() also take
+#: "1_000" and other scripts' digits, which no other option or tool does
+PLAIN_NUMBER = re.compile(r"\s*[+-]?(?:[0-9]+(?:\.[0-9]*)?|\.[0-9]+)(?:[eE][+-]?[0-9]+)?\s*")
 T = TypeVar("T")
 
 
@@ -28,7 +32,7 @@ def wait_seconds(value: str | float, *, zero: bool = False) -> float:
     """``value`` (a number, or its text) as seconds to wait; ValueError saying the
     bounds when it is not a number in (0, LONGEST_WAIT], or [0, ...] with ``zero``."""
     try:
-        seconds = float(value)
+        seconds = float(value) if not isinstance(value, str) or PLAIN_NUMBER.fullmatch(value) else float("nan")
     except (TypeError, ValueError):
         seconds = float("nan")
     if not (0 <= seconds if zero else 0 < seconds) or not seconds <= LONGEST_WAIT:

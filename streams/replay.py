@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 
 from ..errors import EventError
 from ..events import IDLE, Event
+from ..waits import LONGEST_WAIT, PLAIN_NUMBER
 
 __all__ = ["parse_rate", "replay"]
 
@@ -35,13 +36,16 @@ def parse_rate(text: str | float | None) -> float | None:
     if isinstance(text, str) and text.strip().lower() in ("max", "inf", "infinity", "full"):
         return None
     try:
-        rate = float(text)
+        rate = float(text) if not isinstance(text, str) or PLAIN_NUMBER.fullmatch(text) else float("nan")
     except ValueError:
         raise ValueError(f"--rate {text}: expected a positive number (1 = real time) or max") from None
     if math.isinf(rate) and rate > 0:
         return None
     if not rate > 0 or math.isnan(rate):
         raise ValueError(f"--rate {text}: must be more than 0 (1 = real time, 10 = ten times faster)")
+    if rate < 1 / LONGEST_WAIT:
+        raise ValueError(f"--rate {text}: must be at least {1 / LONGEST_WAIT:g}: slower, a second of the stream "
+                         f"would take more than {LONGEST_WAIT:g} s, the longest wait")
     return rate
 
 

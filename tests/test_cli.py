@@ -139,6 +139,33 @@ def test_numbers_out_of_range_are_usage_errors(files, flag, value):
     assert p.returncode == 2 and f"argument {flag}: '{value}': must be" in p.stderr, p.stderr
 
 
+@pytest.mark.parametrize("flag, value, said", [
+    # other scripts' digits and Python's underscores: int() and float() take them, nothing else does
+    ("--max-events", "\u0663", "argument --max-events: '\u0663': expected a whole number"),
+    ("--max-events", "1_000", "argument --max-events: '1_000': expected a whole number"),
+    ("--idle-timeout", "\u0663", "argument --idle-timeout: '\u0663': must be a number of seconds"),
+    ("--service-timeout", "inf", "argument --service-timeout: 'inf': must be a number of seconds"),
+    ("--max-runs", "\u00b2", "--max-runs \u00b2: expected a whole number of at least 1, or none"),  # (was internal)
+    ("--rate", "1e-300", "--rate 1e-300: must be at least 1e-09"),
+    ("--checkpoint-every", "-1", "argument --checkpoint-every: '-1': expected seconds"),     # (without --checkpoint)
+    ("--checkpoint-every", "1e999", "argument --checkpoint-every: '1e999': expected seconds"),
+])
+def test_numbers_in_other_forms_are_usage_errors(files, flag, value, said):
+    p = spaseq("run", "select.rq", "--stream", "S=s.trig", f"{flag}={value}", cwd=files)
+    assert p.returncode == 2 and said in p.stderr, p.stderr
+
+
+def test_checkpoint_every_without_checkpoint_is_a_warning(files):
+    p = spaseq("run", "select.rq", "--stream", "S=s.trig", "--checkpoint-every", "5", cwd=files)
+    assert p.returncode == 0
+    assert "spaseq: warning: --checkpoint-every 5: without --checkpoint it changes nothing" in p.stderr
+
+
+def test_a_small_state_memory_limit_is_shown_in_bytes(files):
+    p = spaseq("run", "select.rq", "--stream", "S=s.trig", "--max-state-memory", "5", cwd=files)
+    assert p.returncode == 3 and "reached the limit of 5 bytes (--max-state-memory)" in p.stderr, p.stderr
+
+
 def test_streams_without_input_past_five_are_one_warning(files):
     """One line per stream made 999 lines for a query of 1,000 streams."""
     streams = "\n".join(f"FROM STREAM S{i} <http://example.org/s{i}>" for i in range(1, 9))

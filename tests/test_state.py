@@ -577,7 +577,7 @@ def test_pending_matches_count_as_active_runs():
 def test_the_memory_budget_counts_the_runs_state():
     limits = StateLimits(max_runs=None, max_state_bytes=100_000)
     engine = Engine(PREFIX + plain("A ; B"), state_limits=limits)
-    with pytest.raises(LimitError, match=r"MB \(--max-state-memory\)"):
+    with pytest.raises(LimitError, match=r"reached the limit of 97.7 kB \(--max-state-memory\)"):
         list(engine.run(kinds(*[f"a{t}@{t}" for t in range(1, 1000)])))
     assert 50 < engine.stats.peak_runs < 300
 

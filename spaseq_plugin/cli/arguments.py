@@ -7,14 +7,14 @@ import argparse
 import re
 
 from ..language.limits import DEFAULT_SERVICE_TIMEOUT
-from ..waits import wait_seconds
+from ..waits import PLAIN_NUMBER, wait_seconds
 
 
 def whole_number(unit: str, most: int | None = None):
     """An argument type: a whole number of ``unit``, at least 1 (and at most ``most``)."""
     def parse(text: str) -> int:
         try:
-            value = int(text)
+            value = int(text) if PLAIN_NUMBER.fullmatch(text) else int("not a number")
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r}: expected a whole number of {unit}") from None
         if value < 1:
@@ -29,7 +29,7 @@ def more_than_zero(kind):
     """An argument type: a number of ``kind`` (int or float) above 0, and finite."""
     def parse(text: str):
         try:
-            value = kind(text)
+            value = kind(text) if PLAIN_NUMBER.fullmatch(text) else kind("not a number")
         except ValueError:
             raise argparse.ArgumentTypeError(f"{text!r}: expected a number") from None
         if not 0 < value < float("inf"):
@@ -65,6 +65,6 @@ def add_service_flags(command: argparse.ArgumentParser, who: str) -> None:
     command.add_argument("--allow-service", action="store_true",
                          help=f"let {who} use SERVICE, which sends requests to other SPARQL endpoints "
                               "(refused by default)")
-    command.add_argument("--service-timeout", type=float, default=DEFAULT_SERVICE_TIMEOUT, metavar="SECONDS",
+    command.add_argument("--service-timeout", type=seconds, default=DEFAULT_SERVICE_TIMEOUT, metavar="SECONDS",
                          help=f"with --allow-service: {who} waiting longer than this on SERVICE endpoints "
                               f"fails (default {DEFAULT_SERVICE_TIMEOUT:g})")

@@ -30,7 +30,7 @@ from typing import IO
 from ..errors import UsageError
 from ..events import IDLE
 from ..output.writer import NamedOutput
-from ..runtime.checkpoint import Checkpointer, CheckpointError
+from ..runtime.checkpoint import DEFAULT_INTERVAL, Checkpointer, CheckpointError
 from ..runtime.engine import Engine
 
 log = logging.getLogger(__name__)
@@ -63,7 +63,8 @@ class RunCheckpoints:
                           if getattr(args, name, None) is not None})
         arguments["format"] = fmt
         try:
-            self.checkpointer = Checkpointer(args.checkpoint, query_text, arguments, args.checkpoint_every)
+            self.checkpointer = Checkpointer(args.checkpoint, query_text, arguments,
+                                             args.checkpoint_every or DEFAULT_INTERVAL)
         except ValueError as error:
             raise UsageError(f"--checkpoint-every {error}") from None
         try:

@@ -59,7 +59,7 @@ from ..output.formats import FORMATS, check_format
 from ..output.writer import NamedOutput
 from ..plugins import call_configure, plugin_list, registry, result_sink, stream_source
 from ..spark.session import require_pyspark
-from ..runtime.checkpoint import DEFAULT_INTERVAL
+from ..runtime.checkpoint import DEFAULT_INTERVAL, parse_interval
 from ..streams.files import merge_streams, read_manifest, read_manifest_streams, skip_items, stream_file_format
 from ..streams.network import LiveOptions, StdinSource, parse_format
 from ..streams.reader import DEFAULT_MAX_TERM_DEPTH, MOST_TERM_DEPTH, event_text
@@ -368,7 +368,7 @@ def _parser() -> argparse.ArgumentParser:
                           "from the last one: stream files from where they were, --output and --dead-letter "
                           "cut back to what was committed (exactly once), other sinks at least once "
                           "(docs/checkpoints.md); not with standard input")
-    run.add_argument("--checkpoint-every", metavar="SECONDS|EVENTS", default=DEFAULT_INTERVAL,
+    run.add_argument("--checkpoint-every", metavar="SECONDS|EVENTS", type=_checkpoint_interval, default=None,
                      help=f"with --checkpoint: how often, in seconds (10s, 500ms, 2min) or events "
                           f"(50000events) (default {DEFAULT_INTERVAL})")
     _add_limit_options(run)
@@ -433,6 +433,15 @@ def _limits(args) -> QueryLimits:
     except ValueError as e:             # "max_nesting must be ..."
         name, _, problem = str(e).partition(" ")
         raise UsageError(f"--{name.replace('_', '-')}: {problem}") from None
+
+
+def _checkpoint_interval(text: str) -> str:
+    """``--checkpoint-every``, checked whether --checkpoint is given or not."""
+    try:
+        parse_interval(text)
+    except ValueError as error:
+        raise argparse.ArgumentTypeError(str(error)) from None
+    return text
 
 
 def _time_jump(text: str):
@@ -526,7 +535,7 @@ def _limit_value(flag: str, text: str, size: bool = False) -> int | None:
         except argparse.ArgumentTypeError:
             raise UsageError(f"{flag} {text}: expected a size such as 500MiB or 2G, or none") from None
     body = text.strip().replace("_", "").replace(",", "")
-    if not body.isdigit() or int(body) < 1 or len(body) > 18:
+    if not (body.isascii() and body.isdigit()) or int(body) < 1 or len(body) > 18:
         raise UsageError(f"{flag} {text}: expected a whole number of at least 1, or none")
     return int(body)
 
@@ -742,6 +751,8 @@ def _run(args) -> int:
         check_format(fmt, construct=construct, variables=variables, with_events=args.events)
     _check_outputs(args, construct, variables)
     start = _parse_start(args.start) if args.start is not None else None
+    if args.checkpoint_every is not None and not args.checkpoint:
+        log.warning("--checkpoint-every %s: without --checkpoint it changes nothing", args.checkpoint_every)
     if start is not None and not compiled.automaton.tumbling:
         log.warning("--start %s: the query has no TUMBLING window; --start changes nothing", args.start)
     checkpoints = RunCheckpoints(args, query_text, fmt) if args.checkpoint else None

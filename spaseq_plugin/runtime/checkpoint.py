@@ -55,6 +55,7 @@ import pyoxigraph as ox
 
 from ..errors import UsageError
 from ..events import Event, Time
+from ..waits import LONGEST_WAIT
 from ..evaluators.protocol import term_text
 
 log = logging.getLogger(__name__)
@@ -317,8 +318,8 @@ def parse_interval(text: str) -> tuple[float | None, int | None]:
             raise ValueError(f"{text!r}: a number of events is a whole number of at least 1")
         return None, int(number)
     seconds = float(number) * _SECONDS[unit]
-    if seconds <= 0:
-        raise ValueError(f"{text!r}: must be more than 0")
+    if not 0 < seconds <= LONGEST_WAIT:
+        raise ValueError(f"{text!r}: must be more than 0 and at most {LONGEST_WAIT:g} s")
     return seconds, None
 
 

@@ -188,6 +188,15 @@ DEFAULT_MAX_RUNS = 1_000_000
 DEFAULT_MAX_STATE_BYTES = 512 << 20
 DEFAULT_MAX_JOIN_STEPS = 10_000_000     # seconds of work on one event (2-3 million rows a second, filtered)
 DEFAULT_MAX_DISTINCT = 1_000_000        # rows DISTINCT keeps: a few hundred MB
+
+
+def size_text(size: int) -> str:
+    """A number of bytes in a message: ``512 MB``, ``3.5 kB`` or ``40 bytes``."""
+    if size >= 10 << 20:
+        return f"{size / (1 << 20):,.0f} MB"
+    if size >= 1 << 20:
+        return f"{size / (1 << 20):.1f} MB"
+    return f"{size / 1024:.1f} kB" if size >= 1024 else f"{size} bytes"
 # A guard's scan of more buffered events than this asks the evaluator to hold their
 # summaries over the batch (more than the few recent ones SPECTRA keeps anyway).
 _HELD_FROM = cython.declare(cython.Py_ssize_t, 16)
@@ -223,7 +232,7 @@ class StateLimits:
             return "no limit" if value is None else f"{value:,} {unit}"
         per_key = cap(self.max_partition_runs, "per key") if self.max_partition_runs is not None else \
             "the query's limit"
-        state = "no limit" if self.max_state_bytes is None else f"{self.max_state_bytes / (1 << 20):,.0f} MB"
+        state = "no limit" if self.max_state_bytes is None else size_text(self.max_state_bytes)
         action = {FAIL: "stop with an error (exit status 3)",
                   DROP_NEWEST: "drop the newest partial match and go on",
                   DROP_OLDEST: "drop the oldest partial matches and go on"}[self.policy]
@@ -1889,8 +1898,8 @@ class Runtime:
             what = f"{self.active_runs:,} active runs reached the limit of {self._max_runs:,} (--max-runs)"
         else:
             what = (f"the state of {self.active_runs:,} active runs, about "
-                    f"{(self.state_bytes + size) / (1 << 20):,.0f} MB, reached the limit of "
-                    f"{self._max_state_bytes / (1 << 20):,.0f} MB (--max-state-memory)")
+                    f"{size_text(self.state_bytes + size)}, reached the limit of "
+                    f"{size_text(self._max_state_bytes)} (--max-state-memory)")
         return (f"{what} {where}; --on-limit drop-oldest or drop-newest goes on without "
                 "the partial matches past the limit")
 
