@@ -32,7 +32,7 @@ class EventError(SpaseqError):
     """A rejected input event: malformed, untimed, duplicate or out of order.
 
     ``position`` is where it came from, e.g. ``power.trig:12``; ``reason``
-    a short code saying which rule it breaks (``syntax``, ``too-large``,
+    a short code saying which rule it breaks (``syntax``, ``encoding``, ``too-large``,
     ``truncated``, ``bad-timestamp``, ``no-timestamp``, ``two-timestamps``,
     ``split-graph``, ``duplicate``, ``out-of-order``, ``kind``,
     ``time-jump``, ``late``; ``invalid`` for anything else).  What was

@@ -5,6 +5,8 @@ from __future__ import annotations
 import pyoxigraph as ox
 from rdflib.term import BNode, Literal, URIRef
 
+from .language.parser import local_name
+
 
 def rdflib_to_ox(term):
     """An rdflib URIRef/BNode/Literal as the equal pyoxigraph term."""
@@ -54,10 +56,13 @@ def prepare_sparql(prefixes: dict[str, str], base: str | None, text: str):
 
 
 def unalias(iri: str) -> str:
-    """The real IRI of one :func:`prepare_sparql` may have aliased."""
+    """The real IRI of one read from :func:`prepare_sparql`'s algebra: not aliased, and
+    with a prefixed name's backslash escapes taken away, as SPARQL does (rdflib keeps
+    them: ``ex:a\\.b`` was ``<http://example/a\\.b>``, where Oxigraph reads ``a.b``).
+    An IRI written whole holds no backslash (IRIREF refuses one)."""
     if iri.startswith(_ALIAS):
-        return iri.split(":", 4)[4]
-    return iri
+        iri = iri.split(":", 4)[4]
+    return local_name(iri) if "\\" in iri else iri
 
 
 def ox_to_rdflib(term):

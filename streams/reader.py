@@ -116,6 +116,7 @@ Blank node labels are kept, so one label in one text is one blank node.
 
 from __future__ import annotations
 
+import codecs
 import dataclasses
 import gc
 import re
@@ -201,7 +202,13 @@ FAST_BYTES_AFTER_ERROR = 1 << 12    # ...and the least, after one that was not r
 #: turn it off to compare with the careful reading, which must give exactly
 #: the same.
 FAST = True
-_BYTE_ORDER_MARK = "\ufeff".encode()
+_BYTE_ORDER_MARK = codecs.BOM_UTF8
+# The byte order marks of encodings that RDF text is never in (UTF-32 LE's begins
+# with UTF-16 LE's, so it comes first); all the marks a text may start with.
+_FOREIGN_MARKS = ((codecs.BOM_UTF32_LE, "UTF-32 (little-endian)"), (codecs.BOM_UTF32_BE, "UTF-32 (big-endian)"),
+                  (codecs.BOM_UTF16_LE, "UTF-16 (little-endian)"), (codecs.BOM_UTF16_BE, "UTF-16 (big-endian)"))
+_MARKS = (_BYTE_ORDER_MARK, *(mark for mark, _ in _FOREIGN_MARKS))
+_LONGEST_MARK = 4
 
 _TOKEN_LIMIT = 16 << 20             # pyoxigraph's buffer: a longer term raises MemoryError
 
@@ -240,20 +247,34 @@ class EventReader:
         self.size = FAST_BYTES
         self.at_start = first_line == 1         # (a byte order mark may come first...)
         self.head = b""                         # (...split across chunks)
+        self.refused = False                    # its mark says that the text is not UTF-8
 
     def feed(self, chunk: bytes) -> list[Event | EventError]:
         raise NotImplementedError
 
     def _text_of(self, chunk: bytes) -> bytes:
         """The text in ``chunk``: at the start, without a byte order mark (bytes that may
-        begin one are held until the next chunk tells)."""
+        begin one are held until the next chunk tells).  A text that starts with the
+        mark of UTF-16 or UTF-32 is one rejection, and none of it is read: read as UTF-8,
+        each of its statements would be a syntax error."""
         if not self.at_start:
             return chunk
+        if self.refused:
+            return b""
         head = self.head + chunk
-        if len(head) < len(_BYTE_ORDER_MARK) and _BYTE_ORDER_MARK.startswith(head):
+        if len(head) < _LONGEST_MARK and any(mark.startswith(head) for mark in _MARKS):
             self.head = head
             return b""
-        self.at_start, self.head = False, b""
+        self.head = b""
+        encoding = next((name for mark, name in _FOREIGN_MARKS if head.startswith(mark)), None)
+        if encoding is not None:
+            self.refused = True
+            self.assembler.take(EventError(
+                f"the text is {encoding}, by its byte order mark: RDF text must be UTF-8, so none of "
+                f"it is read (convert it, e.g. with iconv -f {encoding.split()[0]} -t UTF-8)",
+                f"{self.where}:1", reason="encoding"))
+            return b""
+        self.at_start = False
         return without_byte_order_mark(head)
 
     def pause(self) -> list[Event | EventError]:
@@ -752,7 +773,18 @@ _SYNTAX_DETAIL = re.compile(r"^Parser error (?:at|between) [^:]*: ")
 def _syntax_error(error: SyntaxError, where: str, line: int, column0: int, header_lines: int,
                   text: bytes, graph: str | None = None) -> EventError:
     """An ``EventError`` for a pyoxigraph error in a statement starting at
-    ``line`` (0-based column ``column0``) parsed after ``header_lines`` lines."""
+    ``line`` (0-based column ``column0``) parsed after ``header_lines`` lines.
+    A statement that is not UTF-8 says so, at its first bad byte: pyoxigraph's
+    message does not tell where."""
+    try:
+        text.decode("utf-8")
+    except UnicodeDecodeError as bad:
+        before = text[:bad.start]
+        newlines = before.count(b"\n")
+        column = len(before[before.rfind(b"\n") + 1:].decode("utf-8")) + 1 + (0 if newlines else column0)
+        return EventError(f"not UTF-8 text (byte {text[bad.start]:#04x} at column {column}): RDF text "
+                          "must be UTF-8", f"{where}:{line + newlines}", reason="syntax", graph=graph,
+                          **_text_of(text))
     detail = _SYNTAX_DETAIL.sub("", error.msg or str(error))
     column = error.offset
     if error.lineno is not None and error.lineno > header_lines:

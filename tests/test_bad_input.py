@@ -339,6 +339,52 @@ def test_a_corrupt_gzip_file_gives_no_result_made_of_its_bytes(tmp_path, fmt):
     assert "none of the file is read" in rejected[0], rejected
 
 
+# -- text that is not UTF-8 ------------------------------------------------------------
+
+def _read_all(fmt: str, data: bytes, chunk: int) -> list:
+    read = reader.event_reader("s", S, ox.RdfFormat.TRIG if fmt == "trig" else ox.RdfFormat.N_QUADS)
+    out = []
+    for start in range(0, len(data), chunk):
+        out += read.feed(data[start:start + chunk])
+    return out + read.finish()
+
+
+@pytest.mark.parametrize("fmt", ["trig", "nq"])
+@pytest.mark.parametrize("codec, name", [("utf-16", "UTF-16 (little-endian)"), ("utf-16-be", "UTF-16 (big-endian)"),
+                                         ("utf-32", "UTF-32 (little-endian)"), ("utf-32-be", "UTF-32 (big-endian)")])
+def test_a_utf16_or_utf32_text_is_one_rejection(fmt, codec, name):
+    # Read as UTF-8, each statement of it was a syntax error of its own (thousands of
+    # rejections, none saying why)
+    text = "".join(EVENT[fmt](i) for i in range(1, 201))
+    data = ("\ufeff" + text).encode(codec) if codec.endswith("-be") else text.encode(codec)
+    for chunk in (1, 3, 1 << 16):                   # (the mark cut across chunks too)
+        out = _read_all(fmt, data, chunk)
+        assert [(type(item).__name__, item.reason, item.position) for item in out] == [("EventError", "encoding", "s:1")]
+        assert f"the text is {name}, by its byte order mark: RDF text must be UTF-8" in out[0].message
+
+
+@pytest.mark.parametrize("fmt", ["trig", "nq"])
+def test_a_statement_that_is_not_utf8_says_so_where(fmt):
+    # pyoxigraph's message was "Invalid UTF-8: incomplete utf-8 byte sequence from index 0"
+    text = "".join(EVENT[fmt](i, value='"caf\u00e9"' if i == 2 else None) for i in range(1, 4))
+    out = _read_all(fmt, text.encode("latin-1"), 1 << 16)
+    assert [(type(item).__name__, item.position) for item in out] == [
+        ("Event", "s:2"), ("EventError", "s:4"), ("Event", "s:6")]
+    column = text.splitlines()[3].index("\u00e9") + 1
+    assert out[1].message == f"not UTF-8 text (byte 0xe9 at column {column}): RDF text must be UTF-8"
+    assert out[1].reason == "syntax"
+
+
+def test_spaseq_run_names_the_encoding_and_the_file(tmp_path):
+    text = "".join(trig_event(i) for i in range(1, 1001))
+    results, rejected, letters, process = run(tmp_path, "s.trig", text.encode("utf-16"))
+    assert process.returncode == 0, process.stderr
+    assert results == [] and len(rejected) == 1
+    assert f"{tmp_path / 's.trig'}:1: the text is UTF-16 (little-endian)" in rejected[0]
+    assert [letter["reason"] for letter in letters] == ["encoding"]
+    assert "1 rejected (1 encoding)" in process.stderr
+
+
 # -- timestamps ------------------------------------------------------------------
 
 BAD_TIMES = {

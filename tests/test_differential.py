@@ -456,3 +456,24 @@ def test_regex_reads_patterns_as_oxigraph_does(pattern, matched):
     want, got = _both(query, events)
     assert got == want
     assert sorted(key[2][0][1].rsplit("/", 1)[1].rstrip(">") for key in got.elements()) == matched
+
+
+def test_prefixed_names_read_alike_by_the_fast_path_and_oxigraph():
+    # Unicode names, and a prefixed name's escapes: ü:k\.ind is <http://example/k.ind>
+    # for Oxigraph (and the reference), but the fast path read rdflib's
+    # <http://example/k\.ind> and matched nothing; ü:x%41 stays as written
+    from spaseq_plugin.evaluators.oxigraph import OxigraphEvaluator
+    from spaseq_plugin.evaluators.spectra import SpectraEvaluator
+    query = ("PREFIX ü: <http://example/>\nSELECT ?ä ?日本 WITHIN 10 SECONDS\n"
+             f"FROM STREAM Ström <{STREAMS[0]}>\nWHERE {{ SEQ (Ä ; 日本)\n"
+             "  DEFINE GPM Ä ON Ström { ?ä ü:k\\.ind ü:x\\~1 }\n"
+             "  DEFINE GPM 日本 ON Ström { ?日本 ü:k\\.ind ?o . FILTER(?o = ü:x%41) } }")
+    predicate = ox.NamedNode(EX + "k.ind")
+    events = [Event(STREAMS[0], as_time(t), (ox.Triple(ox.NamedNode(EX + s), predicate, ox.NamedNode(EX + o)),))
+              for t, s, o in ((1, "a1", "x~1"), (2, "b1", "xA"), (3, "b2", "x%41"))]
+    compiled = compile_query(query)
+    assert all(SpectraEvaluator().plan(gpm) is not None for gpm in compiled.gpms.values())
+    want, got = _both(query, events)
+    assert sum(want.values()) == 1 and got == want
+    oxigraph = collections.Counter(result_key(r) for r in Engine(compiled, evaluator=OxigraphEvaluator()).run(events))
+    assert oxigraph == want

@@ -336,6 +336,15 @@ def test_service_is_refused_by_default(silent, tmp_path):
     assert silent.accepted == []
 
 
+def test_a_service_after_an_escaped_hash_or_quote_is_refused(silent):
+    # :a\# and :a\' are prefixed names: what follows them is no comment or string
+    # (the SERVICE after :a\# was once taken for a comment, and not refused)
+    for name in (":a\\#", ":it\\'s"):
+        with pytest.raises(QueryError, match="SERVICE is refused"):
+            Engine(query(f"?b {name} ?r . SERVICE <{silent.url}> {{ ?b :remote ?r }}"))
+    assert silent.accepted == []
+
+
 def test_explain_never_executes_a_service(silent, tmp_path):
     (tmp_path / "q.rq").write_text(service_query(silent.url))
     p = spaseq("explain", "q.rq", "--allow-service", cwd=tmp_path, timeout=60)

@@ -113,3 +113,59 @@ def test_a_bad_construct_template_is_a_query_error():
     with pytest.raises(QueryError) as info:
         compile_query("CONSTRUCT { ?x ex:p 1 } FROM STREAM S <s> WHERE { SEQ (A) DEFINE GPM A ON S { ?x ?p ?o } }")
     assert info.value.line == 1 and "ex" in str(info.value)
+
+
+UNICODE_NAMES = """PREFIX ü: <http://example/ü/>
+PREFIX a.b·c: <http://example/abc/>
+SELECT ?ä ?日本 ?_1
+FROM STREAM Ström ü:s
+WHERE { SEQ (Ä ; 日本+ ; _x̃)
+  DEFINE GPM Ä ON Ström { ?ä ü:kind "a" }
+  DEFINE GPM 日本 ON Ström { ?日本 a.b·c:kind "b" }
+  DEFINE GPM _x̃ ON Ström { ?_1 ü:kind "c" } }
+"""
+
+
+def test_names_take_the_letters_sparql_takes():
+    # SPARQL's PN_PREFIX, PN_LOCAL and VARNAME take letters of any script; the grammar
+    # once took ASCII only ("unexpected 'ü:'; expected a prefix name")
+    from spaseq_plugin import compile_query
+    q = parse_query(UNICODE_NAMES)
+    assert q.prefixes == {"ü": "http://example/ü/", "a.b·c": "http://example/abc/"}
+    assert q.select == ["ä", "日本", "_1"]
+    assert q.streams["Ström"].iri == "http://example/ü/s"
+    assert list(q.gpms) == ["Ä", "日本", "_x̃"]
+    compiled = compile_query(UNICODE_NAMES)
+    assert compiled.gpms["日本"].bindable == {"日本"}
+
+
+@pytest.mark.parametrize("local, iri", [
+    ("s\\.1", "http://e/s.1"), ("s\\~\\#\\'", "http://e/s~#'"), ("s%41", "http://e/s%41"),
+    ("", "http://e/"), ("日本:x", "http://e/日本:x"),
+])
+def test_a_prefixed_stream_iri_is_read_as_sparql_reads_it(local, iri):
+    # a backslash escape stands for its character alone; a % escape stays as written
+    q = parse_query(f"PREFIX ex: <http://e/> SELECT ?x FROM STREAM S ex:{local}\n"
+                    "WHERE { SEQ (A) DEFINE GPM A ON S { ?x ?p ?o } }")
+    assert q.streams["S"].iri == iri
+
+
+def test_escaped_quotes_and_hashes_in_prefixed_names_stay_in_the_body():
+    # ex:it\'s and ex:a\#b are names: no string, no comment starts at their ' or #
+    body = " ?x ex:it\\'s ?o ; ex:a\\#b ?p . FILTER(?o != \"}\") "
+    q = parse_query("PREFIX ex: <http://e/> SELECT ?x FROM STREAM S <s>\n"
+                    f"WHERE {{ SEQ (A) DEFINE GPM A ON S {{{body}}}\n}}")
+    assert q.gpms["A"].body == body
+
+
+@pytest.mark.parametrize("text, words", [
+    ("PREFIX a.: <http://e/>", "unexpected"),               # a prefix name does not end in '.'
+    ("PREFIX _a: <http://e/>", "unexpected"),               # nor start with '_'
+    ("PREFIX 1a: <http://e/>", "unexpected"),
+    ("PREFIX a×b: <http://e/>", "unexpected"),              # × is no letter
+    ("PREFIX \U00010000: <http://e/>", "beyond U\\+FFFF"),
+])
+def test_names_sparql_refuses_are_refused(text, words):
+    with pytest.raises(QueryError, match=words) as info:
+        parse_query(text + "\nSELECT ?x FROM STREAM S <s> WHERE { SEQ (A) DEFINE GPM A ON S { ?x ?p ?o } }")
+    assert info.value.line == 1

@@ -563,6 +563,16 @@ def test_init_ns_gives_prefixes():
     assert len(ds.query(NO_PREFIX, processor="spaseq")) == 2
 
 
+def test_prefixes_with_letters_of_any_script_are_given():
+    # initNs and the graph's bindings with a non-ASCII prefix name were dropped
+    # ("a prefix is not declared")
+    query = NO_PREFIX.replace("ex:", "ü:")
+    assert len(simple_events().query(query, processor="spaseq", initNs={"ü": EX})) == 2
+    ds = simple_events()
+    ds.bind("ü", EX)
+    assert len(ds.query(query, processor="spaseq")) == 2
+
+
 def test_the_querys_own_prefix_wins_over_init_ns():
     result = simple_events().query(ONE_STREAM, processor="spaseq", initNs={"": "http://wrong/"})
     assert len(result) == 2
@@ -611,6 +621,7 @@ def test_time_var_checks():
     with pytest.raises(TypeError, match="spaseq_query queries an rdflib Dataset, not str"):
         spaseq_query("events.trig", ONE_STREAM)
     assert simple_events().query(ONE_STREAM, processor="spaseq", time_var="?t").vars[0] == Variable("t")
+    assert simple_events().query(ONE_STREAM, processor="spaseq", time_var="zeit_ä").vars[0] == Variable("zeit_ä")
 
 
 def test_a_plain_graph_is_not_a_stream_set():

@@ -25,11 +25,12 @@ from .syntax import GpmDef, Pos, Query
 
 _OXIGRAPH_ERROR = re.compile(r"error at (\d+):(\d+): (.*)", re.S)
 _VARIABLE = re.compile(r"[?$]([A-Za-z0-9_\u00B7-\uFFFF]+)")
-_STRINGS = re.compile(r'"""(?:.|\n)*?"""|\'\'\'(?:.|\n)*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|<[^<>"{}|^`\\\x00-\x20]*>|#[^\n]*')
+_STRINGS = re.compile(r'"""(?:.|\n)*?"""|\'\'\'(?:.|\n)*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'|<[^<>"{}|^`\\\x00-\x20]*>|#[^\n]*|\\.')
 
 
 def _without_strings(body: str) -> str:
-    """A body with strings, IRIs and comments blanked: what is left holds the variables."""
+    """A body with strings, IRIs, comments and the escapes of prefixed names (``ex:a\\?b``,
+    ``ex:it\\'s``) blanked: what is left holds the variables."""
     return _STRINGS.sub(" ", body)
 
 

@@ -70,15 +70,16 @@ def parse_query(text: str, max_nesting: int = DEFAULT_MAX_NESTING) -> Query:
     try:
         tree = _lark().parse(text)
     except lark.UnexpectedCharacters as e:
-        raise QueryError(f"unexpected character {text[e.pos_in_stream]!r}; expected "
+        character = text[e.pos_in_stream]
+        raise QueryError(f"unexpected character {character!r}{_beyond_bmp(character)}; expected "
                          f"{_expected(e.allowed)}", e.line, e.column) from None
     except lark.UnexpectedToken as e:
         if e.token.type == "$END":
             raise QueryError("the query ends too early; expected " + _expected(e.expected),
                              e.line if e.line != -1 else text.count("\n") + 1,
                              e.column if e.column != -1 else 1) from None
-        raise QueryError(f"unexpected {e.token.value!r}; expected {_expected(e.expected)}",
-                         e.line, e.column) from None
+        raise QueryError(f"unexpected {e.token.value!r}{_beyond_bmp(e.token.value)}; expected "
+                         f"{_expected(e.expected)}", e.line, e.column) from None
     except lark.UnexpectedEOF as e:
         raise QueryError("the query ends too early; expected " + _expected(e.expected),
                          text.count("\n") + 1, 1) from None
@@ -87,6 +88,38 @@ def parse_query(text: str, max_nesting: int = DEFAULT_MAX_NESTING) -> Query:
 
 _SURROGATE = re.compile("[\ud800-\udfff]")
 _BYTE_ORDER_MARK = "\ufeff"
+_BEYOND_BMP = re.compile("[\U00010000-\U0010FFFF]")
+
+
+def _beyond_bmp(token: str) -> str:
+    """Why ``token`` is no name when SPARQL would take it as one."""
+    if _BEYOND_BMP.search(token) is None:
+        return ""
+    return " (names take no character beyond U+FFFF: Oxigraph, which reads the GPMs, does not)"
+
+
+@lru_cache(maxsize=None)
+def _terminal(name: str) -> re.Pattern:
+    return re.compile(_lark().get_terminal(name).pattern.to_regexp())
+
+
+def is_prefix_name(name: str) -> bool:
+    """Whether ``name`` can be declared with ``PREFIX name:`` (SPARQL's PN_PREFIX, or empty)."""
+    return _terminal("PNAME_NS").fullmatch(name + ":") is not None
+
+
+def is_variable_name(name: str) -> bool:
+    """Whether ``?name`` is a variable (SPARQL's VARNAME)."""
+    return _terminal("VAR").fullmatch("?" + name) is not None
+
+
+_LOCAL_ESCAPE = re.compile(r"\\(.)")
+
+
+def local_name(escaped: str) -> str:
+    """The IRI text of a prefixed name's local part: its backslash escapes
+    (``ex:a\\.b``) stand for the character alone; ``%`` escapes stay as written."""
+    return _LOCAL_ESCAPE.sub(r"\1", escaped)
 
 
 def _pos(node: Tree | Token) -> Pos:
@@ -151,7 +184,7 @@ class _Builder:
         prefix, _, local = str(token).partition(":")
         if prefix not in self.prefixes:
             raise QueryError(f"prefix {prefix}: is not declared", token.line, token.column)
-        return self.prefixes[prefix] + local
+        return self.prefixes[prefix] + local_name(local)
 
     def _projection(self, node: Tree):
         if node.data == "construct":

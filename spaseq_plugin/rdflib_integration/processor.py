@@ -59,6 +59,7 @@ from rdflib import Dataset, Graph, URIRef, Variable
 from rdflib.query import Processor
 
 from ..language.compiler import CompiledQuery, compile_query
+from ..language.parser import is_prefix_name, is_variable_name
 from ..runtime.engine import Engine
 from ..errors import EventError, QueryError, SpaseqError
 from ..events import Event, Time, format_time, parse_timestamp, time_literal
@@ -168,7 +169,7 @@ def _compile(text: str, init_ns: Mapping[str, Any], base: str | None) -> Compile
     """
     decls = [f"BASE <{base}>"] if base else []
     for prefix, iri in init_ns.items():
-        if prefix and not re.fullmatch(r"[A-Za-z][\w.\-]*(?<!\.)", str(prefix)):
+        if not is_prefix_name(str(prefix)):
             continue                      # not a SPARQL prefix name: the text cannot use it
         if re.search(r"(?<![\w.\-:])" + re.escape(str(prefix)) + ":", text):
             decls.append(f"PREFIX {prefix}: <{iri}>")
@@ -198,7 +199,7 @@ def _check_time_var(compiled: CompiledQuery, name: str) -> None:
     if not isinstance(name, str):
         raise ValueError(f"time_var is a variable name, not {type(name).__name__} {name!r}")
     name = name.lstrip("?$")
-    if not re.fullmatch(r"[A-Za-z_][\w]*", name):
+    if not is_variable_name(name):
         raise ValueError(f"time_var {name!r} is not a variable name")
     if name in _projected_names(compiled):
         raise ValueError(f"time_var ?{name} is already projected by the query; choose another name")

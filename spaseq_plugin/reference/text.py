@@ -29,19 +29,31 @@ UNITS = {**dict.fromkeys(("ms", "millisecond", "milliseconds"), Fraction(1, 1000
 _IRI = re.compile(r'<[^<>"{}|^`\\\x00-\x20]*>')
 _STRING = re.compile(r'"""(?:.|\n)*?"""|\'\'\'(?:.|\n)*?\'\'\'|"(?:[^"\\\n]|\\.)*"|\'(?:[^\'\\\n]|\\.)*\'')
 _COMMENT = re.compile(r"#[^\n]*")
-_VARIABLE = re.compile(r"[?$]([A-Za-z0-9_\u00B7-\uFFFF]+)")
-_NAME = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-_PNAME = re.compile(r"([A-Za-z][A-Za-z0-9_.-]*)?:([A-Za-z0-9_][A-Za-z0-9_.:%-]*)?")
+# SPARQL 1.1's names (productions PN_CHARS_BASE to PN_LOCAL_ESC), up to U+FFFF as Oxigraph
+_BASE = "A-Za-z\u00C0-\u00D6\u00D8-\u00F6\u00F8-\u02FF\u0370-\u037D\u037F-\u1FFF\u200C-\u200D" \
+        "\u2070-\u218F\u2C00-\u2FEF\u3001-\uD7FF\uF900-\uFDCF\uFDF0-\uFFFD"
+_LATER = "_0-9\u00B7\u0300-\u036F\u203F-\u2040"          # PN_CHARS_U and VARNAME's other characters
+_PN_CHARS = f"[{_BASE}{_LATER}-]"
+_PLX = r"(?:%[0-9A-Fa-f]{2}|\\[_~.\-!$&'()*+,;=/?#@%])"
+_PN_PREFIX = f"[{_BASE}](?:(?:{_PN_CHARS}|\\.)*{_PN_CHARS})?"
+_PN_LOCAL = f"(?:[{_BASE}_:0-9]|{_PLX})(?:(?:{_PN_CHARS}|[.:]|{_PLX})*(?:{_PN_CHARS}|:|{_PLX}))?"
+_VARIABLE = re.compile(f"[?$]([{_BASE}_0-9][{_BASE}{_LATER}]*)")
+_NAME = re.compile(f"[{_BASE}_][{_BASE}{_LATER}]*")         # stream and GPM names, keywords
+_PREFIX = re.compile(f"({_PN_PREFIX})?:")
+_PNAME = re.compile(f"({_PN_PREFIX})?:({_PN_LOCAL})?")
+_LOCAL_ESCAPE = re.compile(r"\\(.)")
 _NUMBER = re.compile(r"[0-9]+(\.[0-9]+)?")
 _UNIT = re.compile(r"(milliseconds?|ms|seconds?|secs?|s|minutes?|mins?|hours?|h|days?)\b", re.I)
-_FILTER = re.compile(r"(?<![A-Za-z0-9_:?$])filter\b", re.I)
+_FILTER = re.compile(r"(?<![\w:?$])filter\b", re.I)
 
 
 # -- SPARQL text, lexically --------------------------------------------------------
 
 def blanked(text: str) -> str:
     """``text`` with strings, IRIs and comments replaced by spaces (same length):
-    what is left holds the variables, keywords, braces and parentheses."""
+    what is left holds the variables, keywords, braces and parentheses.  An escape
+    in a prefixed name (``ex:it\\'s``, ``ex:a\\?b``) becomes ``__``: the name stays
+    one word."""
     out = []
     i = 0
     while i < len(text):
@@ -53,6 +65,10 @@ def blanked(text: str) -> str:
             match = _IRI.match(text, i)          # else `<` is an operator
         elif c == "#":
             match = _COMMENT.match(text, i)
+        elif c == "\\" and i + 1 < len(text):
+            out.append("__")
+            i += 2
+            continue
         if match:
             out.append(re.sub(r"[^\n]", " ", match.group()))
             i = match.end()
@@ -292,7 +308,7 @@ def parse(text: str) -> ParsedQuery:
     s = _Scanner(text)
     while True:
         if s.word("PREFIX"):
-            prefix = s.regex(re.compile(r"([A-Za-z][A-Za-z0-9_.-]*)?:"), "a prefix name").group()[:-1]
+            prefix = s.regex(_PREFIX, "a prefix name").group()[:-1]
             q.prefixes[prefix] = s.regex(_IRI, "an IRI").group()[1:-1]
         elif s.word("BASE"):
             q.base = s.regex(_IRI, "an IRI").group()[1:-1]
@@ -400,7 +416,7 @@ def _iri(s: _Scanner, q: ParsedQuery) -> str:
     prefix = match.group(1) or ""
     if prefix not in q.prefixes:
         s.fail(f"prefix {prefix}: is not declared", at)
-    return q.prefixes[prefix] + (match.group(2) or "")
+    return q.prefixes[prefix] + _LOCAL_ESCAPE.sub(r"\1", match.group(2) or "")
 
 
 def _sequence(s: _Scanner, q: ParsedQuery) -> None:
