@@ -164,7 +164,7 @@ def stream_file_paths(spec_path: str) -> list[str]:
     when there are none."""
     if os.path.isdir(spec_path):
         paths = sorted(str(p) for p in Path(spec_path).iterdir()
-                       if p.is_file() and _is_stream_file(p.name))
+                       if p.is_file() and is_stream_file(p.name))
         if not paths:
             raise FileNotFoundError(f"no .trig/.nq(.gz) stream file in directory {spec_path}")
         return paths
@@ -319,7 +319,7 @@ def _renumber(items: Iterable[Event | EventError]) -> Iterator[Event | EventErro
 # Reading bytes and lines
 # --------------------------------------------------------------------------
 
-def _is_stream_file(name: str) -> bool:
+def is_stream_file(name: str) -> bool:
     try:
         stream_file_format(name)
     except ValueError:

@@ -131,6 +131,29 @@ def test_a_format_as_a_sink_writes_a_file_beside_the_output(files):
     assert (files / "s.trig").read_text() == STREAM and not (files / "x.trig").exists()
 
 
+@pytest.mark.parametrize("args, said", [
+    (["-o", ""], "--output: give a file name (or - for standard output)"),     # (was standard output)
+    (["--dead-letter", ""], "--dead-letter: give a file name"),
+    (["--sink", "csv"], "--sink csv: give a file: --sink csv:FILE"),            # (was "No such file...")
+    (["--sink", "webhook:http://"], "--sink webhook:http://: webhook http://: the URL names no host"),
+    (["--stream", "S=sd", "-o", "sd/out.trig"], "--output sd/out.trig: --stream S=sd would read it as input"),
+    (["--stream", "S=sd/*.trig", "-o", "sd/x.trig"], "--output sd/x.trig: --stream S=sd/*.trig would read it"),
+])
+def test_outputs_that_cannot_be_what_was_meant_are_usage_errors(files, args, said):
+    (files / "sd").mkdir()
+    (files / "sd" / "a.trig").write_text(STREAM)
+    stream = [] if "--stream" in args else ["--stream", "S=s.trig"]
+    p = spaseq("run", "select.rq", *stream, *args, cwd=files)
+    assert p.returncode == 2 and p.stdout == "" and p.stderr.startswith(f"spaseq: {said}"), p.stderr
+    assert sorted(path.name for path in (files / "sd").iterdir()) == ["a.trig"]
+
+
+def test_output_dash_is_standard_output(files):
+    p = spaseq("run", "select.rq", "--stream", "S=s.trig", "-o", "-", cwd=files)
+    assert p.returncode == 0 and '"value": "http://example/a1"' in p.stdout, p.stderr
+    assert not (files / "-").exists()          # (it was a file named "-")
+
+
 @pytest.mark.parametrize("flag, value", [("--max-events", "0"), ("--max-events", "-1"), ("--idle-timeout", "-1"),
                                          ("--idle-timeout", "nan"), ("--spark-pieces", "0")])
 def test_numbers_out_of_range_are_usage_errors(files, flag, value):

@@ -50,7 +50,7 @@ from ..bench.runner import add_bench_parser
 from ..kb import KnowledgeBase
 from .arguments import add_service_flags, byte_size, seconds, whole_number
 from .checkpointing import HeaderDiscarded, RunCheckpoints
-from .paths import check_writes
+from .paths import check_not_collected, check_writes
 from .stopping import (OUTPUT_TIMEOUT, STOP_TIMEOUT, GracefulStop, Terminated, at_most, interrupted_status,
                        stopping_on_signals)
 from .kb_commands import add_kb_parser
@@ -60,7 +60,8 @@ from ..output.writer import NamedOutput
 from ..plugins import call_configure, plugin_list, registry, result_sink, stream_source
 from ..spark.session import require_pyspark
 from ..runtime.checkpoint import DEFAULT_INTERVAL, parse_interval
-from ..streams.files import merge_streams, read_manifest, read_manifest_streams, skip_items, stream_file_format
+from ..streams.files import (is_stream_file, merge_streams, read_manifest, read_manifest_streams, skip_items,
+                             stream_file_format)
 from ..streams.network import LiveOptions, StdinSource, parse_format
 from ..streams.reader import DEFAULT_MAX_TERM_DEPTH, MOST_TERM_DEPTH, event_text
 from ..streams.reorder import DEFAULT_MAX_HELD, ReorderBuffer, merge_arrival, parse_lateness
@@ -294,7 +295,7 @@ def _parser() -> argparse.ArgumentParser:
                           "sparql:URL; see 'spaseq plugins'); repeat to load several files")
     run.add_argument("--format", choices=FORMATS, default=None,
                      help="output format (default: jsonl for SELECT, trig for CONSTRUCT)")
-    run.add_argument("--output", "-o", metavar="FILE", help="write results here instead of stdout")
+    run.add_argument("--output", "-o", metavar="FILE", help="write results here instead of stdout (- is stdout)")
     run.add_argument("--sink", action="append", default=[], metavar="NAME:LOCATION",
                      help="also send results to a sink plugin (e.g. mqtt:..., webhook:...), or write them to "
                           "a file in a format too (csv:FILE, jsonl:FILE...); see 'spaseq plugins'")
@@ -749,6 +750,8 @@ def _run(args) -> int:
     variables = [v if isinstance(v, str) else v.alias for v in compiled.projection]
     with as_usage_error(f"--format {fmt}"):
         check_format(fmt, construct=construct, variables=variables, with_events=args.events)
+    if args.output == "-":          # (the convention: standard output)
+        args.output = None
     _check_outputs(args, construct, variables)
     start = _parse_start(args.start) if args.start is not None else None
     if args.checkpoint_every is not None and not args.checkpoint:
@@ -927,6 +930,10 @@ def _check_outputs(args, construct: bool, variables: list[str]) -> None:
     """File sinks (``--sink csv:FILE``) must be in a format for the query's results;
     they, ``--output`` and ``--dead-letter`` must be neither a file the run reads
     nor each other (``paths.check_writes``)."""
+    for flag, path in (("--output", args.output), ("--dead-letter", args.dead_letter)):
+        if path is not None and not path.strip():
+            raise UsageError(f"{flag}: give a file name" + (" (or - for standard output)" if flag == "--output"
+                                                            else ""))
     outputs = [(f"{flag} {path}", path) for flag, path in (("--output", args.output),
                                                            ("--dead-letter", args.dead_letter)) if path]
     for spec in args.sink:
@@ -940,6 +947,8 @@ def _check_outputs(args, construct: bool, variables: list[str]) -> None:
                 if args.checkpoint:
                     raise UsageError(f"--sink {spec}: a file sink is not cut back to a checkpoint when the run "
                                      "starts again; with --checkpoint, write the file with --output")
+                if not location.strip():
+                    raise UsageError(f"--sink {spec}: give a file: --sink {name}:FILE")
                 outputs.append((f"--sink {spec}", location))
     if not outputs:
         return
@@ -951,6 +960,8 @@ def _check_outputs(args, construct: bool, variables: list[str]) -> None:
         with contextlib.suppress(SpaseqError, OSError, ValueError):     # (reading it later says what is wrong)
             inputs += [(f"a stream file of --manifest {manifest}", path) for _, path, _ in read_manifest(manifest)]
     check_writes(outputs, inputs)
+    check_not_collected(outputs, [(f"--stream {spec}", spec.partition("=")[2]) for spec in args.stream],
+                        is_stream_file)
 
 
 def _summary(engine, elapsed: float, interrupted: KeyboardInterrupt | None, policy: str) -> None:

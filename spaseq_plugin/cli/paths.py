@@ -5,8 +5,10 @@ command line before anything is opened."""
 
 from __future__ import annotations
 
+import fnmatch
+import glob
 import os
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from ..errors import UsageError
 
@@ -31,3 +33,21 @@ def check_writes(outputs: Iterable[tuple[str, str]], inputs: Iterable[tuple[str,
             if same_file(path, used):
                 raise UsageError(f"{argument}: that is also {other}: give another file")
         taken.append((f"the file of {argument}", path))
+
+
+def check_not_collected(outputs: Iterable[tuple[str, str]], locations: Iterable[tuple[str, str]],
+                        collected: Callable[[str], bool]) -> None:
+    """Raise ``UsageError`` if an output (``(argument, path)``) lies where a folder or
+    glob input (``(what, location)``) picks up files, and is a file it would take
+    (``collected(name)``): the next run would read the results as input."""
+    for argument, path in outputs:
+        for what, location in locations:
+            if os.path.isdir(location):
+                inside = os.path.dirname(os.path.abspath(path)) == os.path.abspath(location) \
+                    and collected(os.path.basename(path))
+            else:
+                inside = glob.has_magic(location) and \
+                    fnmatch.fnmatch(os.path.abspath(path), os.path.abspath(location))
+            if inside:
+                raise UsageError(f"{argument}: {what} would read it as input (in a later run, "
+                                 "or in this one): give a file elsewhere")

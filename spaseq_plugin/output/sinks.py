@@ -87,6 +87,8 @@ class WebhookSink:
                  sleep: Callable[[float], None] = time.sleep):
         if not url.lower().startswith(("http://", "https://")):
             raise SpaseqError(f"webhook {url!r}: expected an http:// or https:// URL")
+        if not urlsplit(url).hostname:
+            raise SpaseqError(f"webhook {url}: the URL names no host")
         if on_error not in ("stop", "skip"):
             raise SpaseqError(f"webhook {url}: on_error must be stop or skip, not {on_error!r}")
         if retries < 0:
