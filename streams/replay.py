@@ -36,7 +36,7 @@ def parse_rate(text: str | float | None) -> float | None:
     if isinstance(text, str) and text.strip().lower() in ("max", "inf", "infinity", "full"):
         return None
     try:
-        rate = float(text) if not isinstance(text, str) or PLAIN_NUMBER.fullmatch(text) else float("nan")
+        rate = float(text) if not isinstance(text, str) or PLAIN_NUMBER.fullmatch(text) else float("not a number")
     except ValueError:
         raise ValueError(f"--rate {text}: expected a positive number (1 = real time) or max") from None
     if math.isinf(rate) and rate > 0:
