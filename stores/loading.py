@@ -524,12 +524,19 @@ class RejectsFile:
                 self._file = open(self.path, "w", encoding="utf-8")
             except OSError as e:
                 raise SpaseqError(f"cannot write the rejects file {self.path}: {e.strerror or e}") from None
-        self._file.write(reject.describe(source) + "\n")
+        try:
+            self._file.write(reject.describe(source) + "\n")
+        except OSError as e:
+            raise SpaseqError(f"cannot write the rejects file {self.path}: {e.strerror or e}") from None
         self.count += 1
 
     def close(self) -> None:
         if self._file is not None:
-            self._file.close()
+            file, self._file = self._file, None
+            try:
+                file.close()
+            except OSError as e:        # (a full disk shows when the buffer is written)
+                raise SpaseqError(f"cannot write the rejects file {self.path}: {e.strerror or e}") from None
 
 
 # -- kb load -------------------------------------------------------------------------------

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import bz2
 import gzip
+import os
 import random
 
 import pyoxigraph as ox
@@ -227,6 +228,26 @@ def test_rejects_that_name_a_dump_are_refused_before_it_is_read(tmp_path, dumps,
         code, err = load(capsys, *args, "--into", store)
         assert code == 2 and f"spaseq: {said}: give another file" in err, err
     assert plain.read_bytes() == before and not (tmp_path / "store").exists()
+
+
+@pytest.mark.parametrize("graph, said", [
+    ("", "--graph : give the IRI of a graph (without --graph, triples go to the default graph)"),  # (was: it did)
+    ("<>", "--graph <>: give the IRI of a graph (without --graph, triples go to the default graph)"),
+    ("not an iri", "--graph not an iri: Invalid IRI code point ' '"),       # (did not name --graph)
+    ("relative", "--graph relative: No scheme found in an absolute IRI"),
+])
+def test_a_graph_that_is_no_iri_is_a_usage_error_naming_it(tmp_path, capsys, graph, said):
+    (tmp_path / "kb.nt").write_text('<http://e/a> <http://e/p> "1" .\n')
+    code, err = load(capsys, str(tmp_path / "kb.nt"), "--into", f"oxigraph:{tmp_path / 'store'}", "--graph", graph)
+    assert code == 2 and err.endswith(f"spaseq: {said}\n"), err
+
+
+@pytest.mark.skipif(not os.path.exists("/dev/full"), reason="needs /dev/full")
+def test_a_rejects_file_that_cannot_be_written_is_named(tmp_path, capsys):
+    (tmp_path / "kb.nt").write_text('<http://e/a> <http://e/p> "1" .\nbad line\n')
+    code, err = load(capsys, str(tmp_path / "kb.nt"), "--into", f"oxigraph:{tmp_path / 'store'}",
+                     "--rejects", "/dev/full")
+    assert code == 1 and "spaseq: error: cannot write the rejects file /dev/full: No space left on device" in err, err
 
 
 def test_spark_that_cannot_start_is_a_clear_error(tmp_path, dumps, capsys, monkeypatch):

@@ -403,6 +403,16 @@ def test_an_rdflib_sparqlstore_has_a_deadline_and_names_its_failures():
         KnowledgeBase.from_specs([f"rdflib:SPARQLStore:http://127.0.0.1:{port}/sparql#timout=1"])
 
 
+def test_kb_query_refuses_a_result_format_for_a_graph(tmp_path, capsys, kb_file):
+    """-f csv on a CONSTRUCT printed N-Triples, as if the flag were not there."""
+    store = f"oxigraph:{tmp_path / 'ox'}"
+    assert kb_cli("kb", "load", kb_file, "--into", store, "--quiet")[0] == 0
+    status, out, err = kb_cli("kb", "query", store, "CONSTRUCT WHERE { ?s ?p ?o }", "-f", "csv", capsys=capsys)
+    assert status == 2 and out == ""
+    assert err == ("spaseq: --format csv: the answer of a CONSTRUCT query is a graph, which prints as N-Triples "
+                   "(leave --format out)\n")
+
+
 def test_an_rdflib_sparqlstore_reads_a_real_endpoint(virtuoso):
     virtuoso.load_trig(KB_TRIG)
     through_rdflib = KnowledgeBase.from_specs([f"rdflib:SPARQLStore:{virtuoso.url}#timeout=20"])

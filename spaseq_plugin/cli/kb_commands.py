@@ -63,7 +63,7 @@ from ..streams.reader import DEFAULT_MAX_TERM_DEPTH, MOST_TERM_DEPTH
 from .arguments import add_service_flags, byte_size, whole_number
 from .paths import check_writes
 from ..stores.oxigraph import rdf_format
-from ..stores.sparql_endpoint import EndpointHttpError, serialize_solutions
+from ..stores.sparql_endpoint import EndpointHttpError, query_form, serialize_solutions
 from ..waits import NoAnswer, within
 
 RESULT_FORMATS = {
@@ -182,8 +182,12 @@ def cmd_load(args, err: IO[str] | None = None) -> int:
         require_pyspark("spaseq kb load --spark")
     with as_usage_error(""):                # (the messages name the DUMP)
         files = expand_inputs(args.files)
-    graph = args.graph.strip("<>") if args.graph else None
-    if graph:
+    graph = args.graph.strip("<>") if args.graph is not None else None
+    if graph is not None:
+        with as_usage_error(f"--graph {args.graph}"):
+            if not graph.strip():
+                raise UsageError("give the IRI of a graph (without --graph, triples go to the default graph)")
+            ox.NamedNode(graph)         # (an IRI pyoxigraph refuses, named here rather than mid-load)
         for path in files:
             if rdf_format(path) in QUAD_FORMATS:
                 raise UsageError(f"--graph {args.graph}: {path} names its own graphs "
@@ -309,6 +313,11 @@ def cmd_query(args, out: IO[str] | None = None) -> int:
     if service is not None and not allow_service:
         raise QueryError("SERVICE sends requests to another SPARQL endpoint (allow it with --allow-service)",
                          service.line, service.column)
+    fmt = getattr(args, "format", "table")
+    form = query_form(sparql)
+    if fmt != "table" and form in ("CONSTRUCT", "DESCRIBE"):
+        raise UsageError(f"--format {fmt}: the answer of a {form} query is a graph, which prints as N-Triples "
+                         "(leave --format out)")
     with as_usage_error("spaseq kb query", (args.store,)):
         kb = KnowledgeBase.from_specs([args.store])
     try:
@@ -324,7 +333,6 @@ def cmd_query(args, out: IO[str] | None = None) -> int:
             if e.status == 400:             # Bad Request: the endpoint could not read the query
                 raise QueryError(str(e)) from None
             raise
-        fmt = getattr(args, "format", "table")
         if kind == "boolean":
             value = payload[0]
             if fmt == "table":
