@@ -1438,9 +1438,11 @@ class Runtime:
         return self._scan_hit(part.buffer, scanned, mu, after, before)
 
     @cython.cfunc
-    def _scan_hit(self, buffer: list, guards, mu, after: Time, before: Time) -> cython.bint:
-        for event in buffer:
-            if after < event.time < before:
+    def _scan_hit(self, events: list, guards, mu, after: Time, before: Time) -> cython.bint:
+        """Whether one of ``events`` strictly between ``after`` and ``before`` matches one of
+        the ``guards`` under ``mu``; ``after`` None: any of them (a batch's, all of one time)."""
+        for event in events:
+            if after is None or after < event.time < before:
                 for gpm in guards:
                     if event.stream in gpm.streams and self._evaluate(gpm, event, mu, False):
                         return True
@@ -1550,7 +1552,7 @@ class Runtime:
             for pending, gpm in part.pending_scans:
                 if pending.killed:
                     continue
-                if self._hits_batch(gpm, pending.run.mu, events):
+                if self._scan_hit(events, (gpm,), pending.run.mu, None, None):
                     self._retire(pending)
                 else:
                     kept.append((pending, gpm))
@@ -1573,14 +1575,6 @@ class Runtime:
                     for pending in listed:
                         if not pending.killed and self._evaluate(gpm, event, pending.run.mu, False):
                             self._retire(pending)
-
-    @cython.cfunc
-    def _hits_batch(self, gpm: GpmPattern, mu: dict, events: list[Event]) -> cython.bint:
-        """Whether ``gpm`` matches an event of the batch under ``mu``."""
-        for event in events:
-            if event.stream in gpm.streams and self._evaluate(gpm, event, mu, False):
-                return True
-        return False
 
     @cython.cfunc
     def _emit_due_pending(self, time: Time) -> None:
