@@ -217,10 +217,13 @@ def test_a_fifo_nobody_writes_to_is_idle_time(tmp_path, stop):
     p = subprocess.Popen(SPASEQ + ["run", str(QUERY), "--stream", f"S1={fifo}", *extra,
                                    *[f"--stream={s}" for s in STREAMS[1:]], "--kb", str(QUICKSTART / "kb.trig")],
                          stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    if stop == "SIGTERM":
-        time.sleep(2)
-        p.terminate()
-    out, err = p.communicate(timeout=30)
+    try:
+        if stop == "SIGTERM":
+            time.sleep(2)
+            p.terminate()
+        out, err = p.communicate(timeout=30)
+    finally:
+        p.kill()                # (a run that hangs must not outlive the test)
     assert time.monotonic() - started < 10, err
     if stop == "SIGTERM":
         assert p.returncode == 128 + signal.SIGTERM and "terminated (SIGTERM)" in err, err
