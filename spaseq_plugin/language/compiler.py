@@ -229,18 +229,19 @@ def _build_automaton(query: Query, gpms: dict[str, GpmPattern]) -> Automaton:
     def is_optional(j):
         return isinstance(atoms[j], GpmRef) and atoms[j].suffix == OPTIONAL
 
+    positive_before = False
     for j, atom in enumerate(atoms):
-        if is_negated(j) and all(is_negated(i) or is_optional(i) for i in range(j)):
+        if is_negated(j) and not positive_before:
             raise QueryError(f"{atom.name}! cannot open the sequence: a negation needs a positive "
                              "atom before it", atom.pos.line, atom.pos.column)
+        positive_before = positive_before or not (is_negated(j) or is_optional(j))
     initial = State(0, "start")
     states = [initial]
     after: dict[int, State] = {}
     for j, atom in enumerate(atoms):
         if is_negated(j):
             continue
-        label = " ".join(_label(a) for a in atoms[:j + 1])
-        state = State(len(states), label)
+        state = State(len(states), _state_label(atoms, j))
         if isinstance(atom, GpmRef) and atom.suffix == KLEENE:
             state.kleene_atom = j
         after[j] = state
@@ -282,6 +283,17 @@ def _build_automaton(query: Query, gpms: dict[str, GpmPattern]) -> Automaton:
             edge.index = i
     return Automaton(initial, states, window.seconds if window else None,
                      bool(window and window.tumbling))
+
+
+_LABEL_ATOMS = 8      # a state's label shows at most this many atoms
+
+
+def _state_label(atoms: list, j: int) -> str:
+    """The atoms matched up to ``j``: ``A B+ C``, or ``A ... X Y Z`` when they are many
+    (every prefix in full made labels quadratic in the atoms: 20,000 took gigabytes)."""
+    if j < _LABEL_ATOMS:
+        return " ".join(_label(a) for a in atoms[:j + 1])
+    return " ".join([_label(atoms[0]), "..."] + [_label(a) for a in atoms[j + 3 - _LABEL_ATOMS:j + 1]])
 
 
 def _label(atom) -> str:
