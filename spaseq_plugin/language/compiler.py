@@ -165,14 +165,13 @@ def _find_var(text: str, body: str, body_pos: Pos, var: str) -> tuple[int, int]:
 
 
 def _positive_gpms(atoms, gpms) -> list[GpmPattern]:
-    out: list[GpmPattern] = []
+    out: dict[str, GpmPattern] = {}      # (a dict: testing a list for each atom was quadratic)
     for atom in atoms:
         if isinstance(atom, GpmRef) and atom.suffix == NEGATION:
             continue
         for name, _ in _atom_names(atom):
-            if gpms[name] not in out:
-                out.append(gpms[name])
-    return out
+            out.setdefault(name, gpms[name])
+    return list(out.values())
 
 
 def _check_partition(query: Query, positive: list[GpmPattern]) -> None:
@@ -230,7 +229,9 @@ def _build_automaton(query: Query, gpms: dict[str, GpmPattern]) -> Automaton:
         return isinstance(atoms[j], GpmRef) and atoms[j].suffix == OPTIONAL
 
     for j, atom in enumerate(atoms):
-        if is_negated(j) and all(is_negated(i) or is_optional(i) for i in range(j)):
+        if not (is_negated(j) or is_optional(j)):
+            break
+        if is_negated(j):
             raise QueryError(f"{atom.name}! cannot open the sequence: a negation needs a positive "
                              "atom before it", atom.pos.line, atom.pos.column)
     initial = State(0, "start")
@@ -239,8 +240,7 @@ def _build_automaton(query: Query, gpms: dict[str, GpmPattern]) -> Automaton:
     for j, atom in enumerate(atoms):
         if is_negated(j):
             continue
-        label = " ".join(_label(a) for a in atoms[:j + 1])
-        state = State(len(states), label)
+        state = State(len(states), _state_label(atoms, j))
         if isinstance(atom, GpmRef) and atom.suffix == KLEENE:
             state.kleene_atom = j
         after[j] = state
@@ -282,6 +282,19 @@ def _build_automaton(query: Query, gpms: dict[str, GpmPattern]) -> Automaton:
             edge.index = i
     return Automaton(initial, states, window.seconds if window else None,
                      bool(window and window.tumbling))
+
+
+#: A state's label names at most this many atoms, the last ones matched.
+LABEL_ATOMS = 8
+
+
+def _state_label(atoms: list, j: int) -> str:
+    """The atoms matched on reaching the state after atom ``j``: ``A B+ C``, or the
+    last LABEL_ATOMS of them after ``...`` (each state naming every atom before it
+    made the labels quadratic in the atoms: 20,000 took gigabytes)."""
+    first = max(0, j + 1 - LABEL_ATOMS)
+    shown = " ".join(_label(a) for a in atoms[first:j + 1])
+    return "... " + shown if first else shown
 
 
 def _label(atom) -> str:
