@@ -1909,6 +1909,20 @@ class Runtime:
                 return frozenset.intersection(*sets)
             return frozenset().union(*sets)
 
+        # The variables bound on reaching a state are kept only if an edge of that state
+        # or a later one reads them: all of them made the sets grow along the sequence,
+        # quadratic in its atoms (5,000 atoms took 600 MB).  (The compiler numbers
+        # states in SEQ order, and edges go forward.)
+        last_read: dict[str, int] = {}
+        for state in self.nfa.states:
+            for edge in state.edges:
+                for gpm in edge.atom.gpms:
+                    for name in gpm.mentioned:
+                        last_read[name] = max(last_read.get(name, -1), state.id)
+
+        def still_read(names: frozenset[str], state: State) -> frozenset[str]:
+            return frozenset([name for name in names if last_read.get(name, -1) >= state.id])
+
         bound: dict[State, frozenset[str]] = {self.nfa.initial: frozenset()}
         before_kleene: dict[State, frozenset[str]] = {}
         changed = True
@@ -1920,12 +1934,13 @@ class Runtime:
                 for edge in state.edges:
                     if edge.loop:
                         continue
-                    for table, value in ((bound, bound[state] | atom_binds(edge.atom)),
-                                         (before_kleene, bound[state])):
-                        old = table.get(edge.target)
+                    target = edge.target
+                    for table, value in ((bound, still_read(bound[state] | atom_binds(edge.atom), target)),
+                                         (before_kleene, still_read(bound[state], target))):
+                        old = table.get(target)
                         new = value if old is None else old & value
                         if new != old:
-                            table[edge.target] = new
+                            table[target] = new
                             changed = True
         comparisons_of = getattr(self.evaluator, "comparisons", lambda gpm: ())
         probes = {}
