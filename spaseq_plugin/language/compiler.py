@@ -12,10 +12,10 @@ from dataclasses import dataclass, field
 
 from rdflib.term import BNode, URIRef, Variable
 
-from ..errors import QueryError
+from ..errors import LimitError, QueryError
 from ..events import Time
 from .gpm import GpmPattern, analyse_gpm, placement_pattern
-from .limits import QueryLimits
+from .limits import MAX_OPTIONAL_RUN, QueryLimits
 from .nfa import CONJUNCTION, DISJUNCTION, SINGLE, AtomMatcher, Automaton, Edge, State
 from .parser import parse_query
 from ..rdflib_terms import prepare_sparql, rdflib_to_ox, unalias
@@ -83,6 +83,29 @@ def compile_query(text: str, limits: QueryLimits | None = None) -> CompiledQuery
 
 def compile_parsed(query: Query, limits: QueryLimits | None = None) -> CompiledQuery:
     limits = limits or QueryLimits()
+    _check_size(query.sequence, limits.max_atoms)
+    try:
+        return _compile(query, limits)
+    except MemoryError:
+        pass        # (raised below, once the frames the MemoryError holds are freed)
+    # The state limits (--max-state-memory, --max-runs) bound runs, not this.
+    raise LimitError("out of memory compiling the query: give the process more memory "
+                     "(--max-atoms bounds the size of the queries compiled)")
+
+
+def _check_size(seq, max_atoms: int) -> None:
+    """Refuse a SEQ naming more than ``max_atoms`` GPMs, before any GPM is read."""
+    named = 0
+    for atom in seq.atoms:
+        for name, pos in _atom_names(atom):
+            named += 1
+            if named > max_atoms:
+                raise QueryError(f"the SEQ expression names more than {max_atoms:,} GPMs (each operand of "
+                                 "a conjunction or disjunction counts; see --max-atoms)",
+                                 pos.line, pos.column)
+
+
+def _compile(query: Query, limits: QueryLimits) -> CompiledQuery:
     seq = query.sequence
     used: set[str] = set()
     for atom in seq.atoms:
@@ -262,6 +285,16 @@ def _build_automaton(query: Query, gpms: dict[str, GpmPattern]) -> Automaton:
         if is_negated(j):
             raise QueryError(f"{atom.name}! cannot open the sequence: a negation needs a positive "
                              "atom before it", atom.pos.line, atom.pos.column)
+    optional_run = 0
+    for j, atom in enumerate(atoms):
+        if is_optional(j):
+            optional_run += 1
+            if optional_run > MAX_OPTIONAL_RUN:
+                raise QueryError(f"{atom.name}?: more than {MAX_OPTIONAL_RUN} optional atoms in a row (the "
+                                 "automaton has an edge from each to every later one)",
+                                 atom.pos.line, atom.pos.column)
+        elif not is_negated(j):
+            optional_run = 0
     initial = State(0, "start")
     states = [initial]
     after: dict[int, State] = {}
