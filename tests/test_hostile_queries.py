@@ -16,7 +16,6 @@ import subprocess
 import sys
 import threading
 import time
-import tracemalloc
 import urllib.parse
 from decimal import Decimal
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
@@ -467,28 +466,6 @@ def test_thousands_of_conjuncts_are_refused_at_once():
     # within the limit, a long FILTER compiles and evaluates
     text = query('FILTER(?l != "z"' + ' && ?l != "z"' * 90 + ")")
     assert len(rows(Engine(text).run(events()))) == 2
-
-
-def _long_sequence(n: int) -> str:
-    return (f"PREFIX : <http://example/>\nSELECT * WITHIN 10 SECONDS FROM STREAM S <http://example.org/s>\n"
-            f"WHERE {{ SEQ ({' ; '.join(f'G{i}' for i in range(n))})\n"
-            + "\n".join(f'DEFINE GPM G{i} ON S {{ ?x{i} :kind "a" }}' for i in range(n)) + " }")
-
-
-def test_a_long_sequence_costs_memory_in_proportion_to_its_atoms():
-    """Each state's label held every atom before it, and the runtime's table of the
-    variables bound before each edge every variable before it: both quadratic, so
-    that 20,000 atoms took gigabytes.  Four times the atoms now take four times the
-    memory, not sixteen."""
-    peaks = []
-    for n in (200, 800):
-        compiled = compile_query(_long_sequence(n))
-        assert max(len(state.label) for state in compiled.automaton.states) < 80
-        tracemalloc.start()
-        Engine(compiled)
-        peaks.append(tracemalloc.get_traced_memory()[1])
-        tracemalloc.stop()
-    assert peaks[1] < 6 * peaks[0], peaks
 
 
 def test_functions_are_checked_without_being_called():

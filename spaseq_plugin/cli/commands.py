@@ -39,7 +39,7 @@ import time
 from .. import __version__
 from ..compiled import describe as describe_build
 from ..language.compiler import CompiledQuery, compile_query
-from ..language.limits import DEFAULT_MAX_NESTING, QueryLimits, read_query_file
+from ..language.limits import DEFAULT_MAX_ATOMS, DEFAULT_MAX_NESTING, QueryLimits, read_query_file
 from ..runtime.engine import Engine, prepare_collector, query_warnings
 from ..runtime.nfa_runtime import (DEFAULT_MAX_DISTINCT, DEFAULT_MAX_JOIN_STEPS, DEFAULT_MAX_RUNS, DEFAULT_MAX_STATE_BYTES, POLICIES,
                                    StateLimits)
@@ -403,6 +403,9 @@ def _add_limit_options(command: argparse.ArgumentParser) -> None:
                          help="refuse queries nested deeper than N levels: brackets, and the operators, "
                               "keywords and '.' between triple patterns chained inside one "
                               f"(default {DEFAULT_MAX_NESTING}; at most 500)")
+    command.add_argument("--max-atoms", type=int, default=DEFAULT_MAX_ATOMS, metavar="N",
+                         help="refuse queries whose SEQ names more than N GPMs, each operand of a "
+                              f"conjunction or disjunction counted (default {DEFAULT_MAX_ATOMS:,})")
     add_service_flags(command, "GPMs")
     command.add_argument("--max-runs", metavar="N", default=str(DEFAULT_MAX_RUNS),
                          help=f"active runs (partial matches) of the query at most, and solutions of one GPM on one "
@@ -430,7 +433,7 @@ def _add_limit_options(command: argparse.ArgumentParser) -> None:
 def _limits(args) -> QueryLimits:
     try:
         return QueryLimits(max_nesting=args.max_nesting, allow_service=args.allow_service,
-                           service_timeout=args.service_timeout)
+                           service_timeout=args.service_timeout, max_atoms=args.max_atoms)
     except ValueError as e:             # "max_nesting must be ..."
         name, _, problem = str(e).partition(" ")
         raise UsageError(f"--{name.replace('_', '-')}: {problem}") from None
@@ -767,7 +770,8 @@ def _run(args) -> int:
     if args.engine == "spark":
         require_pyspark("--engine spark")
         if limits != QueryLimits():
-            raise UsageError("--max-nesting, --allow-service and --service-timeout are for --engine stream "
+            raise UsageError("--max-nesting, --max-atoms, --allow-service and --service-timeout are for "
+                             "--engine stream "
                              "(Spark's workers compile the query with the default limits)")
     kb_specs = list(args.kb)
     if args.kb_materialized:

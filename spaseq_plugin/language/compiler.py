@@ -7,14 +7,15 @@ column of the text at fault (semantics.md section 10).
 from __future__ import annotations
 
 import functools
+import heapq
 from dataclasses import dataclass, field
 
 from rdflib.term import BNode, URIRef, Variable
 
-from ..errors import QueryError
+from ..errors import LimitError, QueryError
 from ..events import Time
 from .gpm import GpmPattern, analyse_gpm, placement_pattern
-from .limits import QueryLimits
+from .limits import MAX_OPTIONAL_RUN, QueryLimits
 from .nfa import CONJUNCTION, DISJUNCTION, SINGLE, AtomMatcher, Automaton, Edge, State
 from .parser import parse_query
 from ..rdflib_terms import prepare_sparql, rdflib_to_ox, unalias
@@ -82,6 +83,29 @@ def compile_query(text: str, limits: QueryLimits | None = None) -> CompiledQuery
 
 def compile_parsed(query: Query, limits: QueryLimits | None = None) -> CompiledQuery:
     limits = limits or QueryLimits()
+    _check_size(query.sequence, limits.max_atoms)
+    try:
+        return _compile(query, limits)
+    except MemoryError:
+        pass        # (raised below, once the frames the MemoryError holds are freed)
+    # The state limits (--max-state-memory, --max-runs) bound runs, not this.
+    raise LimitError("out of memory compiling the query: give the process more memory "
+                     "(--max-atoms bounds the size of the queries compiled)")
+
+
+def _check_size(seq, max_atoms: int) -> None:
+    """Refuse a SEQ naming more than ``max_atoms`` GPMs, before any GPM is read."""
+    named = 0
+    for atom in seq.atoms:
+        for name, pos in _atom_names(atom):
+            named += 1
+            if named > max_atoms:
+                raise QueryError(f"the SEQ expression names more than {max_atoms:,} GPMs (each operand of "
+                                 "a conjunction or disjunction counts; see --max-atoms)",
+                                 pos.line, pos.column)
+
+
+def _compile(query: Query, limits: QueryLimits) -> CompiledQuery:
     seq = query.sequence
     used: set[str] = set()
     for atom in seq.atoms:
@@ -165,14 +189,13 @@ def _find_var(text: str, body: str, body_pos: Pos, var: str) -> tuple[int, int]:
 
 
 def _positive_gpms(atoms, gpms) -> list[GpmPattern]:
-    out: list[GpmPattern] = []
+    out: dict[str, GpmPattern] = {}      # (a dict: testing a list for each atom was quadratic)
     for atom in atoms:
         if isinstance(atom, GpmRef) and atom.suffix == NEGATION:
             continue
         for name, _ in _atom_names(atom):
-            if gpms[name] not in out:
-                out.append(gpms[name])
-    return out
+            out.setdefault(name, gpms[name])
+    return list(out.values())
 
 
 def _check_partition(query: Query, positive: list[GpmPattern]) -> None:
@@ -199,17 +222,44 @@ def conjunction_order(operands: list[GpmPattern]) -> list[GpmPattern]:
     Each comes after the operands whose variables its FILTERs read (that is
     semantics: the paper's Query 5 needs it); among those free to go, the
     cheapest pattern (fewest triple patterns) goes first, since evaluation
-    stops at the first operand without a match (paper 7.3).
+    stops at the first operand without a match (paper 7.3).  When none is
+    free (a cycle), the first one written goes.  Each operand counts the
+    variables it waits for, so the order takes time linear in the operands'
+    variables (testing every pair at every step took minutes for 1,000).
     """
+    needs = [set(g.filter_vars) - g.bindable for g in operands]
+    unplaced_binders: dict[str, int] = {}
+    for gpm in operands:
+        for var in gpm.bindable:
+            unplaced_binders[var] = unplaced_binders.get(var, 0) + 1
+    needed_by: dict[str, list[int]] = {}
+    waiting = [0] * len(operands)        # per operand: the variables it still waits for
+    for i, wanted in enumerate(needs):
+        for var in wanted:
+            if var in unplaced_binders:
+                needed_by.setdefault(var, []).append(i)
+                waiting[i] += 1
+    free = [(g.size, i) for i, g in enumerate(operands) if not waiting[i]]
+    heapq.heapify(free)
+    placed = [False] * len(operands)
     ordered: list[GpmPattern] = []
-    pending = list(operands)
-    while pending:
-        ready = [g for g in pending
-                 if not any((set(g.filter_vars) - g.bindable) & other.bindable
-                            for other in pending if other is not g)]
-        gpm = min(ready, key=lambda g: g.size) if ready else pending[0]   # a cycle: written order
-        ordered.append(gpm)
-        pending.remove(gpm)
+    first_unplaced = 0
+    while len(ordered) < len(operands):
+        if free:
+            i = heapq.heappop(free)[1]
+        else:                            # a cycle: the first one written
+            while placed[first_unplaced]:
+                first_unplaced += 1
+            i = first_unplaced
+        placed[i] = True
+        ordered.append(operands[i])
+        for var in operands[i].bindable:
+            unplaced_binders[var] -= 1
+            if unplaced_binders[var] == 0:
+                for k in needed_by.get(var, ()):
+                    waiting[k] -= 1
+                    if waiting[k] == 0 and not placed[k]:
+                        heapq.heappush(free, (operands[k].size, k))
     return ordered
 
 
@@ -229,12 +279,22 @@ def _build_automaton(query: Query, gpms: dict[str, GpmPattern]) -> Automaton:
     def is_optional(j):
         return isinstance(atoms[j], GpmRef) and atoms[j].suffix == OPTIONAL
 
-    positive_before = False
     for j, atom in enumerate(atoms):
-        if is_negated(j) and not positive_before:
+        if not (is_negated(j) or is_optional(j)):
+            break
+        if is_negated(j):
             raise QueryError(f"{atom.name}! cannot open the sequence: a negation needs a positive "
                              "atom before it", atom.pos.line, atom.pos.column)
-        positive_before = positive_before or not (is_negated(j) or is_optional(j))
+    optional_run = 0
+    for j, atom in enumerate(atoms):
+        if is_optional(j):
+            optional_run += 1
+            if optional_run > MAX_OPTIONAL_RUN:
+                raise QueryError(f"{atom.name}?: more than {MAX_OPTIONAL_RUN} optional atoms in a row (the "
+                                 "automaton has an edge from each to every later one)",
+                                 atom.pos.line, atom.pos.column)
+        elif not is_negated(j):
+            optional_run = 0
     initial = State(0, "start")
     states = [initial]
     after: dict[int, State] = {}
@@ -285,15 +345,17 @@ def _build_automaton(query: Query, gpms: dict[str, GpmPattern]) -> Automaton:
                      bool(window and window.tumbling))
 
 
-_LABEL_ATOMS = 8      # a state's label shows at most this many atoms
+#: A state's label names at most this many atoms, the last ones matched.
+LABEL_ATOMS = 8
 
 
 def _state_label(atoms: list, j: int) -> str:
-    """The atoms matched up to ``j``: ``A B+ C``, or ``A ... X Y Z`` when they are many
-    (every prefix in full made labels quadratic in the atoms: 20,000 took gigabytes)."""
-    if j < _LABEL_ATOMS:
-        return " ".join(_label(a) for a in atoms[:j + 1])
-    return " ".join([_label(atoms[0]), "..."] + [_label(a) for a in atoms[j + 3 - _LABEL_ATOMS:j + 1]])
+    """The atoms matched on reaching the state after atom ``j``: ``A B+ C``, or the
+    last LABEL_ATOMS of them after ``...`` (each state naming every atom before it
+    made the labels quadratic in the atoms: 20,000 took gigabytes)."""
+    first = max(0, j + 1 - LABEL_ATOMS)
+    shown = " ".join(_label(a) for a in atoms[first:j + 1])
+    return "... " + shown if first else shown
 
 
 def _label(atom) -> str:

@@ -40,6 +40,12 @@ DEFAULT_MAX_NESTING = 100
 # Above this, some shapes come within a factor of two of pyoxigraph's stack overflow.
 MAX_NESTING_CEILING = 500
 DEFAULT_SERVICE_TIMEOUT = 30.0
+# GPMs a SEQ expression names (each operand of a conjunction or disjunction counts): compiling
+# takes about 2 ms and 10 KB for each GPM, most of it rdflib reading the GPM's body.
+DEFAULT_MAX_ATOMS = 10_000
+# Optional atoms in a row: each can be skipped, so the automaton has an edge from every
+# one to every later one, and each edge names the atoms it skips (cubic: 500 took 700 MB).
+MAX_OPTIONAL_RUN = 32
 # The longest WITHIN window: about 31,700 years, beyond any stream's span; longer ones
 # only risk overflows when windows are added to timestamps or shown as floats.
 MAX_WINDOW_SECONDS = 10 ** 12
@@ -55,17 +61,22 @@ class QueryLimits:
     docstring), 1 to :data:`MAX_NESTING_CEILING`.  ``allow_service``: GPMs
     may use ``SERVICE`` (requests to other SPARQL endpoints), each
     evaluation of such a GPM then failing after ``service_timeout`` seconds.
+    ``max_atoms``: the most GPMs the SEQ expression may name (each operand of
+    a conjunction or disjunction counts), checked before any GPM is read.
     """
 
     max_nesting: int = DEFAULT_MAX_NESTING
     allow_service: bool = False
     service_timeout: float = DEFAULT_SERVICE_TIMEOUT
+    max_atoms: int = DEFAULT_MAX_ATOMS
 
     def __post_init__(self):
         if isinstance(self.max_nesting, bool) or not isinstance(self.max_nesting, int) \
                 or not 1 <= self.max_nesting <= MAX_NESTING_CEILING:
             raise ValueError(f"max_nesting must be an integer from 1 to {MAX_NESTING_CEILING}, "
                              f"not {self.max_nesting!r}")
+        if isinstance(self.max_atoms, bool) or not isinstance(self.max_atoms, int) or self.max_atoms < 1:
+            raise ValueError(f"max_atoms must be an integer of 1 or more, not {self.max_atoms!r}")
         timeout = self.service_timeout
         try:
             if isinstance(timeout, bool) or not isinstance(timeout, (int, float)):

@@ -1902,23 +1902,26 @@ class Runtime:
         certain_of = getattr(self.evaluator, "certain_variables", None)
         if certain_of is None:
             return {}
-        # Only variables that atoms at two positions mention can be bound before an
-        # edge and read by it: the others are left out of the sets below, which
-        # grew by every atom's variables along the sequence (quadratic: 5,000 atoms
-        # in a row took 600 MB).
-        positions: dict[str, set[int]] = {}
+
+        def atom_binds(atom: AtomMatcher) -> frozenset[str]:
+            sets = [certain_of(g) or frozenset() for g in atom.gpms]
+            if atom.kind == DISJUNCTION:
+                return frozenset.intersection(*sets)
+            return frozenset().union(*sets)
+
+        # The variables bound on reaching a state are kept only if an edge of that state
+        # or a later one reads them: all of them made the sets grow along the sequence,
+        # quadratic in its atoms (5,000 atoms took 600 MB).  (The compiler numbers
+        # states in SEQ order, and edges go forward.)
+        last_read: dict[str, int] = {}
         for state in self.nfa.states:
             for edge in state.edges:
                 for gpm in edge.atom.gpms:
                     for name in gpm.mentioned:
-                        positions.setdefault(name, set()).add(edge.atom.index)
-        shared = frozenset(name for name, where in positions.items() if len(where) > 1)
+                        last_read[name] = max(last_read.get(name, -1), state.id)
 
-        def atom_binds(atom: AtomMatcher) -> frozenset[str]:
-            sets = [(certain_of(g) or frozenset()) & shared for g in atom.gpms]
-            if atom.kind == DISJUNCTION:
-                return frozenset.intersection(*sets)
-            return frozenset().union(*sets)
+        def still_read(names: frozenset[str], state: State) -> frozenset[str]:
+            return frozenset([name for name in names if last_read.get(name, -1) >= state.id])
 
         bound: dict[State, frozenset[str]] = {self.nfa.initial: frozenset()}
         before_kleene: dict[State, frozenset[str]] = {}
@@ -1931,12 +1934,13 @@ class Runtime:
                 for edge in state.edges:
                     if edge.loop:
                         continue
-                    for table, value in ((bound, bound[state] | atom_binds(edge.atom)),
-                                         (before_kleene, bound[state])):
-                        old = table.get(edge.target)
+                    target = edge.target
+                    for table, value in ((bound, still_read(bound[state] | atom_binds(edge.atom), target)),
+                                         (before_kleene, still_read(bound[state], target))):
+                        old = table.get(target)
                         new = value if old is None else old & value
                         if new != old:
-                            table[edge.target] = new
+                            table[target] = new
                             changed = True
         comparisons_of = getattr(self.evaluator, "comparisons", lambda gpm: ())
         probes = {}
