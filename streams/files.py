@@ -32,7 +32,6 @@ import dataclasses
 import glob
 import gzip
 import heapq
-import itertools
 import math
 import os
 import re
@@ -42,7 +41,7 @@ from pathlib import Path
 
 import pyoxigraph as ox
 
-from ..errors import EventError
+from ..errors import EventError, UsageError
 from ..events import Event, Time
 from ..hookspecs import StreamSource, hookimpl
 from . import reader, reorder
@@ -219,13 +218,24 @@ def _merged(sources: list[Iterator[Event | EventError]], delivered: list[int] | 
             heapq.heappop(heap)
 
 
-def skip_items(source: Iterable[Event | EventError], count: int) -> Iterator[Event | EventError]:
+def skip_items(source: Iterable[Event | EventError], count: int, name: str = "a stream input"
+               ) -> Iterator[Event | EventError]:
     """A stream file source resumed at a checkpoint's position: its items after
     the first ``count``.  Those are read again and dropped: the reader's state
     at a byte offset (the prefixes and base in force, the graph being read, the
     graphs already finished, the order check) is what reading up to it builds,
-    so reading is the one way to rebuild it exactly, gzip or not."""
-    return itertools.islice(source, count, None)
+    so reading is the one way to rebuild it exactly, gzip or not.  A source
+    that ends before ``count`` items has become shorter since the checkpoint:
+    a ``UsageError`` (its items after the position would be silently lost)."""
+    if type(count) is not int or count < 0:
+        raise UsageError(f"{name}: the checkpoint records no readable position for it ({count!r})")
+    items = iter(source)
+    for read in range(count):
+        if next(items, None) is None:
+            raise UsageError(f"{name} has become shorter since the checkpoint: it now ends after "
+                                  f"{read:,} items, the checkpoint had read {count:,}; remove the checkpoint "
+                                  "directory to start over")
+    yield from items
 
 
 _MANIFEST_LINE = re.compile(r"<([^<>\s]+)>\s+<([^<>]+)>\s+(\d+)(?:\s+#.*)?")

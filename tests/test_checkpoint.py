@@ -369,6 +369,17 @@ def test_an_output_file_shorter_than_committed_is_refused(small):
     assert "shorter" in done.stderr
 
 
+def test_a_stream_file_shorter_than_its_recorded_read_is_refused(small):
+    """Its items past the shorter end were dropped as already read, and the run went
+    on to the end and said it had finished: results silently lost."""
+    _unfinished(small)
+    (Path(small[1]["S"]).parent / "odd.trig").write_text("@prefix : <http://ex/> .\n")     # (of a glob)
+    done = _run(_checkpointed(small))
+    assert done.returncode == 2, done.stderr
+    assert f"spaseq: --stream S={small[1]['S']} has become shorter since the checkpoint: it now ends after " \
+        in done.stderr, done.stderr
+
+
 def test_standard_input_is_refused(small):
     query, streams, tmp_path = small
     done = subprocess.run(SPASEQ + ["run", str(query), "--stream", "S=-", "--checkpoint", str(tmp_path / "cp")],

@@ -596,6 +596,7 @@ def _stream_sources(compiled: CompiledQuery, specs: list[str], manifests: list[s
     (a source that is not a stream file).  With ``checkpoints``, stream files resume
     at their positions and count what they pass on."""
     sources = []
+    names: list[str] = []       # (what the user called each source, for messages)
     fed = set()
     live = files = False
     for spec in specs:
@@ -611,6 +612,7 @@ def _stream_sources(compiled: CompiledQuery, specs: list[str], manifests: list[s
         live = live or scheme != "file" or _file_kind(path) == "special"
         opened.callback(_close_source, source)
         sources.append(source)
+        names.append(f"--stream {spec}")
         fed.add(iri)
     for manifest in manifests:
         if not os.path.exists(manifest):
@@ -620,6 +622,7 @@ def _stream_sources(compiled: CompiledQuery, specs: list[str], manifests: list[s
         for iri, source in streams.items():
             opened.callback(_close_source, source)
             sources.append(source)
+            names.append(f"stream <{iri}> of --manifest {manifest}")
             fed.add(iri)
     if not sources:
         raise UsageError("no input: give --stream ALIAS=PATH (or --manifest FILE)")
@@ -636,7 +639,8 @@ def _stream_sources(compiled: CompiledQuery, specs: list[str], manifests: list[s
     if checkpoints is not None and not live:
         positions = checkpoints.positions(len(sources))
         if positions is not None:
-            sources = [skip_items(source, count) for source, count in zip(sources, positions)]
+            sources = [skip_items(source, count, name) for source, count, name
+                       in zip(sources, positions, names)]
         checkpoints.delivered = [0] * len(sources) if positions is None else list(positions)
         return merge_streams(sources, checkpoints.delivered), fed, live
     allowed = None
