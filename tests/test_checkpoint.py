@@ -380,6 +380,25 @@ def test_a_stream_file_shorter_than_its_recorded_read_is_refused(small):
         in done.stderr, done.stderr
 
 
+def test_a_checkpoint_that_cannot_be_written_names_its_directory_and_leaves_no_part(tmp_path):
+    """A full disk said only "No space left on device", and the half-written file
+    kept its space.  (A file size limit stands in for the full disk: EFBIG.)"""
+    script = (
+        "import resource, signal, sys\n"
+        "from spaseq_plugin.runtime.checkpoint import write_checkpoint\n"
+        "from spaseq_plugin.errors import OutputError\n"
+        "signal.signal(signal.SIGXFSZ, signal.SIG_IGN)\n"
+        "resource.setrlimit(resource.RLIMIT_FSIZE, (4096, 4096))\n"
+        "try:\n"
+        "    write_checkpoint(sys.argv[1], {}, {'state': 'x' * 100000})\n"
+        "except OutputError as error:\n"
+        "    print(error)\n")
+    done = _run([sys.executable, "-c", script, str(tmp_path)])
+    assert done.stdout.startswith(f"cannot write a checkpoint in {tmp_path} (--checkpoint): File too large"), \
+        done.stdout + done.stderr
+    assert list(tmp_path.iterdir()) == []
+
+
 def test_standard_input_is_refused(small):
     query, streams, tmp_path = small
     done = subprocess.run(SPASEQ + ["run", str(query), "--stream", "S=-", "--checkpoint", str(tmp_path / "cp")],

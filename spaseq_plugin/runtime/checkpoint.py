@@ -53,7 +53,7 @@ from decimal import Decimal
 
 import pyoxigraph as ox
 
-from ..errors import UsageError
+from ..errors import OutputError, UsageError
 from ..events import Event, Time
 from ..waits import LONGEST_WAIT
 from ..evaluators.protocol import term_text
@@ -219,12 +219,18 @@ def write_checkpoint(directory: str, header: dict, body: dict) -> int:
               "created": datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
               "body_bytes": len(data), "body_sha256": hashlib.sha256(data).hexdigest()}
     new = os.path.join(directory, _NEW)
-    with open(new, "wb") as f:
-        f.write(json.dumps(header).encode("utf-8") + b"\n")
-        f.write(data)
-        f.write(b"\n")
-        f.flush()
-        os.fsync(f.fileno())
+    try:
+        with open(new, "wb") as f:
+            f.write(json.dumps(header).encode("utf-8") + b"\n")
+            f.write(data)
+            f.write(b"\n")
+            f.flush()
+            os.fsync(f.fileno())
+    except OSError as error:        # (a full disk: the half-written file would hold its space)
+        with contextlib.suppress(OSError):
+            os.unlink(new)
+        raise OutputError(f"cannot write a checkpoint in {directory} (--checkpoint): "
+                          f"{error.strerror or error}; the previous checkpoints are kept") from None
     current = os.path.join(directory, CURRENT)
     if os.path.exists(current):
         linked = os.path.join(directory, _LINKED)
