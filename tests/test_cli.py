@@ -237,6 +237,22 @@ def test_start_is_read_as_stream_timestamps_are(files, start, said):
     assert p.stderr.startswith(f"spaseq: --start {start}: ") and said in p.stderr, p.stderr
 
 
+def test_a_signal_while_the_handlers_are_set_up_is_no_traceback(files):
+    """SIGTERM between the handler's installation and the watchdog's start (1 run in
+    80, sent at 0.3 s) raised Terminated outside the command: a traceback."""
+    script = ("import os, signal, sys\n"
+              "from spaseq_plugin.cli import commands, stopping\n"
+              "enter = stopping._Watchdog.__enter__\n"
+              "def late(self):\n"
+              "    os.kill(os.getpid(), signal.SIGTERM)\n"
+              "    return enter(self)\n"
+              "stopping._Watchdog.__enter__ = late\n"
+              "sys.exit(commands.main(sys.argv[1:]))\n")
+    p = subprocess.run([sys.executable, "-c", script, "run", "select.rq", "--stream", "S=s.trig"], cwd=files,
+                       capture_output=True, text=True, timeout=60)
+    assert p.returncode == 128 + signal.SIGTERM and p.stderr == "spaseq: terminated (SIGTERM)\n", p.stderr
+
+
 def test_an_empty_start_is_an_error_not_no_start(files):
     (files / "tumbling.rq").write_text(TUMBLING)
     p = spaseq("run", "tumbling.rq", "--stream", "S=s.trig", "--start=", cwd=files)

@@ -94,8 +94,16 @@ def main(argv: list[str] | None = None) -> int:
     if not getattr(args, "command", None):
         parser.print_help()
         return EXIT_USAGE
-    with stopping_on_signals(getattr(args, "stop_timeout", None) or STOP_TIMEOUT):
-        return _command(args)
+    try:
+        with stopping_on_signals(getattr(args, "stop_timeout", None) or STOP_TIMEOUT):
+            return _command(args)
+    except KeyboardInterrupt as stop:       # (a signal while the handlers are set up or taken down)
+        return _stopped(stop)
+
+
+def _stopped(stop: KeyboardInterrupt) -> int:
+    _error(f"terminated ({stop})" if isinstance(stop, Terminated) else "interrupted")
+    return interrupted_status(stop)
 
 
 def _command(args: argparse.Namespace) -> int:
@@ -121,8 +129,7 @@ def _command(args: argparse.Namespace) -> int:
                                     "out of memory: give the process more memory"))
         return EXIT_LIMIT
     except KeyboardInterrupt as stop:
-        _error(f"terminated ({stop})" if isinstance(stop, Terminated) else "interrupted")
-        return interrupted_status(stop)
+        return _stopped(stop)
     except BrokenPipeError:                 # e.g. piped into head: the reader has what it wanted
         _silence_stdout()
         return EXIT_OK
