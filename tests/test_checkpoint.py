@@ -4,6 +4,7 @@ was never killed, byte for byte; damaged, foreign and newer checkpoints and
 standard input are refused or skipped with clear messages."""
 
 import gzip
+import hashlib
 import json
 import os
 import random
@@ -397,6 +398,26 @@ def test_a_checkpoint_that_cannot_be_written_names_its_directory_and_leaves_no_p
     assert done.stdout.startswith(f"cannot write a checkpoint in {tmp_path} (--checkpoint): File too large"), \
         done.stdout + done.stderr
     assert list(tmp_path.iterdir()) == []
+
+
+@pytest.mark.parametrize("field, value, said", [
+    ("outputs", -5, "records no readable length for"),           # (was "--output ...: Invalid argument")
+    ("sources", "7", "the checkpoint records no readable position for it ('7')"),    # (was an internal error)
+])
+def test_a_checkpoint_body_with_impossible_positions_is_refused(small, field, value, said):
+    """A checkpoint edited by hand, its checksum made again: its positions are checked."""
+    directory = _unfinished(small)
+    header_line, body_text = (directory / CURRENT).read_text().split("\n", 1)
+    body = json.loads(body_text)
+    if field == "outputs":
+        body["outputs"]["output"] = value
+    else:
+        body["sources"] = [value] * len(body["sources"])
+    data = json.dumps(body, separators=(",", ":")).encode()
+    header = {**json.loads(header_line), "body_bytes": len(data), "body_sha256": hashlib.sha256(data).hexdigest()}
+    (directory / CURRENT).write_bytes(json.dumps(header).encode() + b"\n" + data + b"\n")
+    done = _run(_checkpointed(small))
+    assert done.returncode == 2 and said in done.stderr and "internal error" not in done.stderr, done.stderr
 
 
 def test_standard_input_is_refused(small):

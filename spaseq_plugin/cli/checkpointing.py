@@ -107,6 +107,9 @@ class RunCheckpoints:
         committed = None if self.body is None else self.body["outputs"].get(which)
         if committed is None:
             return open(path, "w", encoding="utf-8"), False
+        if type(committed) is not int or committed < 0:
+            raise CheckpointError(f"the checkpoint in {self.checkpointer.directory} records no readable "
+                                  f"length for {path} ({committed!r}); remove the directory to start over")
         try:
             size = os.path.getsize(path)
         except OSError:
