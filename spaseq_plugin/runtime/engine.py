@@ -134,11 +134,7 @@ class Engine:
         self._collector = Collector(self.projector)
         self._start_kind = self._start_text = None
         if start is not None:
-            self._start_text = start if isinstance(start, str) else _shown(start)
-            try:
-                start, kind = start_time(start)
-            except ValueError as error:
-                raise UsageError(f"start {self._start_text}: {error}") from None
+            start, kind, self._start_text = read_start(start)
             if self.compiled.automaton.tumbling:        # (else the start is not used)
                 self._start_kind = kind
         self.runtime = Runtime(self.compiled, self.evaluator, self._on_match, start, state_limits)
@@ -464,6 +460,17 @@ def _time_argument(time) -> Time:
 
 
 _KINDS = {False: "a number of seconds", True: "an xsd:dateTime"}
+
+
+def read_start(start) -> tuple[Time, bool | None, str]:
+    """``start=`` as both engines take it (``events.start_time``): (time, kind, the start as
+    messages show it); ``UsageError`` when it cannot be one."""
+    shown = start if isinstance(start, str) else _shown(start)
+    try:
+        time, kind = start_time(start)
+    except ValueError as error:
+        raise UsageError(f"start {shown}: {error}") from None
+    return time, kind, shown
 
 
 def wrong_start_kind(start: str, start_is_datetime: bool, first_is_datetime: bool, where: str) -> UsageError:

@@ -54,9 +54,9 @@ from typing import Callable, Iterable, Iterator
 import pyoxigraph as ox
 
 from ..language.compiler import CompiledQuery, compile_query
-from ..runtime.engine import Engine, RunStats, wrong_start_kind
-from ..errors import EventError, SpaseqError, StateLimitError, UsageError
-from ..events import Event, Time, start_time
+from ..runtime.engine import Engine, RunStats, read_start, wrong_start_kind
+from ..errors import EventError, SpaseqError, StateLimitError
+from ..events import Event, Time
 from ..evaluators.spectra import SpectraEvaluator
 from ..kb import KnowledgeBase, parse_kb_spec
 from ..runtime.results import Result, first_distinct
@@ -507,13 +507,9 @@ class SparkRun:
         self.master = master
         self.requested_pieces = pieces
         self.min_piece_windows = min_piece_windows      # correctness never depends on it: only cost
-        self.start = self.start_kind = None
-        self.start_text = start if isinstance(start, str) else repr(start)
+        self.start = self.start_kind = self.start_text = None
         if start is not None:
-            try:
-                self.start, self.start_kind = start_time(start)
-            except ValueError as error:
-                raise UsageError(f"start {start}: {error}") from None
+            self.start, self.start_kind, self.start_text = read_start(start)
         self.on_reject = on_reject
         self.progress = progress or (lambda text: None)
         self.stats = RunStats()
