@@ -210,6 +210,22 @@ _FOREIGN_MARKS = ((codecs.BOM_UTF32_LE, "UTF-32 (little-endian)"), (codecs.BOM_U
 _MARKS = (_BYTE_ORDER_MARK, *(mark for mark, _ in _FOREIGN_MARKS))
 _LONGEST_MARK = 4
 
+def _unmarked_encoding(head: bytes) -> str | None:
+    """The UTF-16 or UTF-32 that ``head``, a text's first bytes, is in without a byte
+    order mark; None: not one of them.  UTF-8 RDF text never starts with a NUL byte,
+    and one right after its first character could only be in a comment, while in
+    UTF-16 or UTF-32 every ASCII character has NUL bytes."""
+    if len(head) >= 4 and head[0] and head[1:4] == b"\0\0\0":
+        return "UTF-32 (little-endian)"
+    if len(head) >= 4 and head[:3] == b"\0\0\0" and head[3]:
+        return "UTF-32 (big-endian)"
+    if len(head) >= 2 and head[0] and not head[1]:
+        return "UTF-16 (little-endian)"
+    if len(head) >= 2 and not head[0] and head[1]:
+        return "UTF-16 (big-endian)"
+    return None
+
+
 _TOKEN_LIMIT = 16 << 20             # pyoxigraph's buffer: a longer term raises MemoryError
 
 
@@ -262,20 +278,28 @@ class EventReader:
         if self.refused:
             return b""
         head = self.head + chunk
-        if len(head) < _LONGEST_MARK and any(mark.startswith(head) for mark in _MARKS):
+        # (a newline is what the text's end adds: what is held is then all there is)
+        if len(head) < _LONGEST_MARK and not head.endswith(b"\n") and (
+                len(head) < 2 or b"\0" in head or any(mark.startswith(head) for mark in _MARKS)):
             self.head = head
             return b""
         self.head = b""
         encoding = next((name for mark, name in _FOREIGN_MARKS if head.startswith(mark)), None)
         if encoding is not None:
-            self.refused = True
-            self.assembler.take(EventError(
-                f"the text is {encoding}, by its byte order mark: RDF text must be UTF-8, so none of "
-                f"it is read (convert it, e.g. with iconv -f {encoding.split()[0]} -t UTF-8)",
-                f"{self.where}:1", reason="encoding"))
-            return b""
+            return self._refuse(encoding, "by its byte order mark")
+        encoding = _unmarked_encoding(head)
+        if encoding is not None:
+            return self._refuse(encoding, "without a byte order mark, by the NUL bytes between its first characters")
         self.at_start = False
         return without_byte_order_mark(head)
+
+    def _refuse(self, encoding: str, evidence: str) -> bytes:
+        self.refused = True
+        self.assembler.take(EventError(
+            f"the text is {encoding}, {evidence}: RDF text must be UTF-8, so none of "
+            f"it is read (convert it, e.g. with iconv -f {encoding.split()[0]} -t UTF-8)",
+            f"{self.where}:1", reason="encoding"))
+        return b""
 
     def pause(self) -> list[Event | EventError]:
         """The sender paused: the graph being read is complete."""

@@ -364,6 +364,27 @@ def test_a_utf16_or_utf32_text_is_one_rejection(fmt, codec, name):
 
 
 @pytest.mark.parametrize("fmt", ["trig", "nq"])
+@pytest.mark.parametrize("codec, name", [("utf-16-le", "UTF-16 (little-endian)"), ("utf-16-be", "UTF-16 (big-endian)"),
+                                         ("utf-32-le", "UTF-32 (little-endian)"), ("utf-32-be", "UTF-32 (big-endian)")])
+@pytest.mark.parametrize("start", ["", "# a comment\n"])
+def test_a_utf16_or_utf32_text_without_its_mark_is_one_rejection(fmt, codec, name, start):
+    text = start + "".join(EVENT[fmt](i) for i in range(1, 201))
+    for chunk in (1, 3, 1 << 16):
+        out = _read_all(fmt, text.encode(codec), chunk)
+        assert [(type(item).__name__, item.reason, item.position) for item in out] == [("EventError", "encoding", "s:1")]
+        assert f"the text is {name}, without a byte order mark" in out[0].message
+
+
+@pytest.mark.parametrize("fmt", ["trig", "nq"])
+@pytest.mark.parametrize("data", [b"", b"\n", b"#\n", b"# \x00\n", "# \u00e9\n".encode()])
+def test_short_texts_are_read_as_utf8(fmt, data):
+    # (a text shorter than the longest mark is held until its end, then read)
+    for chunk in (1, 1 << 16):
+        assert _read_all(fmt, data + EVENT[fmt](1).encode(), chunk)[0].__class__.__name__ == "Event"
+        assert [type(item).__name__ for item in _read_all(fmt, data, chunk)] == []
+
+
+@pytest.mark.parametrize("fmt", ["trig", "nq"])
 def test_a_statement_that_is_not_utf8_says_so_where(fmt):
     # pyoxigraph's message was "Invalid UTF-8: incomplete utf-8 byte sequence from index 0"
     text = "".join(EVENT[fmt](i, value='"caf\u00e9"' if i == 2 else None) for i in range(1, 4))
