@@ -98,8 +98,7 @@ class RdflibKB(KnowledgeBase):
         self._names: list[str] | None = None
 
     def _context_names(self) -> Iterable:
-        from rdflib.plugins.stores.sparqlstore import SPARQLStore
-        if isinstance(self.dataset.store, SPARQLStore):
+        if _remote(self.dataset.store):
             # (its own listing asks for GRAPH ?g {}, which Virtuoso answers with nothing)
             return (URIRef(row["g"].value) for row in self.select("SELECT DISTINCT ?g WHERE { GRAPH ?g { ?s ?p ?o } }")
                     if isinstance(row.get("g"), ox.NamedNode))
@@ -223,8 +222,7 @@ def open_location(location: str) -> RdflibKB:
         store = plugin_class()
     except ImportError as e:
         raise SpaseqError(f"the rdflib store {name} cannot be used here: {e}") from None
-    from rdflib.plugins.stores.sparqlstore import SPARQLStore
-    if isinstance(store, SPARQLStore):
+    if _remote(store):
         configuration, timeout = _remote_options(name, configuration)
         _bound_requests(store, f"rdflib:{name}:{configuration}", timeout)
         # (its default Accept lists RDF/XML beside the XML results, and Virtuoso answers
@@ -232,9 +230,15 @@ def open_location(location: str) -> RdflibKB:
         store.returnFormat = "json"
     # (a union default graph: else rdflib sends its default graph's name, urn:x-rdflib:default,
     # as default-graph-uri, and a protocol dataset with no named graph then)
-    dataset = Dataset(store=store, default_union=isinstance(store, SPARQLStore))
+    dataset = Dataset(store=store, default_union=_remote(store))
     _open(dataset, name, configuration, create=False)
     return RdflibKB(dataset, description=f"rdflib {name} store at {configuration}", close_store=True)
+
+
+def _remote(store) -> bool:
+    """Whether ``store`` is rdflib's client of a SPARQL endpoint (SPARQLStore or a subclass)."""
+    from rdflib.plugins.stores.sparqlstore import SPARQLStore
+    return isinstance(store, SPARQLStore)
 
 
 def _remote_options(name: str, configuration: str) -> tuple[str, float]:
