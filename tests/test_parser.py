@@ -1,3 +1,5 @@
+import re
+
 import pytest
 
 from spaseq_plugin import QueryError
@@ -162,10 +164,38 @@ def test_escaped_quotes_and_hashes_in_prefixed_names_stay_in_the_body():
     ("PREFIX a.: <http://e/>", "unexpected"),               # a prefix name does not end in '.'
     ("PREFIX _a: <http://e/>", "unexpected"),               # nor start with '_'
     ("PREFIX 1a: <http://e/>", "unexpected"),
-    ("PREFIX a×b: <http://e/>", "unexpected"),              # × is no letter
     ("PREFIX \U00010000: <http://e/>", "beyond U\\+FFFF"),
 ])
 def test_names_sparql_refuses_are_refused(text, words):
     with pytest.raises(QueryError, match=words) as info:
         parse_query(text + "\nSELECT ?x FROM STREAM S <s> WHERE { SEQ (A) DEFINE GPM A ON S { ?x ?p ?o } }")
     assert info.value.line == 1
+
+
+@pytest.mark.parametrize("text, column, words", [
+    ("PREFIX a×b: <http://e/>", 9, "'×' (U+00D7) cannot be in a prefix name"),     # × is no letter
+    ("PREFIX ·a: <http://e/>", 8, "'·' (U+00B7) cannot start a prefix name"),      # a mark only follows
+    ("PREFIX a·\uFFFE: <http://e/>", 10, "U+FFFE"),
+    ("SELECT ?x ?a\u2190b", 13, "cannot be in a variable name"),
+    ("SELECT ?x ?\u0301a", 12, "cannot start a variable name"),
+    ("SELECT ?x FROM STREAM S\u00A0 <s>", 24, "cannot be in a name"),
+    ("PREFIX ex: <http://e/> SELECT ?x FROM STREAM S ex:·a", 51, "cannot start a prefixed name"),
+    ("PREFIX ex: <http://e/> SELECT ?x FROM STREAM S ex:a\uE000", 52, "U+E000"),
+])
+def test_a_character_sparql_refuses_in_a_name_is_named_where_it_is(text, column, words):
+    # The grammar's names take any character up to U+FFFF; those outside SPARQL's
+    # ranges, or a combining mark where a name starts, are refused at their column
+    with pytest.raises(QueryError, match=re.escape(words)) as info:
+        parse_query(text + "\nWHERE { SEQ (A) DEFINE GPM A ON S { ?x ?p ?o } }")
+    assert (info.value.line, info.value.column) == (1, column)
+
+
+def test_marks_and_letters_of_every_range_are_taken_inside_names():
+    from spaseq_plugin.language.parser import _LETTERS, _MARKS, is_prefix_name
+    for low, high in _LETTERS + _MARKS:
+        for code in {low, high, (low + high) // 2}:
+            name = "a" + chr(code) + "b"
+            q = parse_query(f"PREFIX {name}: <http://e/> SELECT ?{name} FROM STREAM {name} {name}:{name}\n"
+                            f"WHERE {{ SEQ ({name}) DEFINE GPM {name} ON {name} {{ ?{name} ?p ?o }} }}")
+            assert q.select == [name] and is_prefix_name(name)
+    assert not is_prefix_name("a\u00D7") and not is_prefix_name("\u00B7a") and is_prefix_name("")

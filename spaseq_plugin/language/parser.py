@@ -8,6 +8,7 @@ templates are kept as source text for SPARQL.  Syntax errors become
 from __future__ import annotations
 
 import re
+from bisect import bisect_right
 from decimal import Decimal
 from functools import lru_cache
 from urllib.parse import urljoin
@@ -29,7 +30,7 @@ from .syntax import (
 def _lark() -> lark.Lark:
     grammar = resources.files(__package__).joinpath("spaseq.lark").read_text()
     return lark.Lark(grammar, parser="lalr", lexer="contextual", propagate_positions=True,
-                     maybe_placeholders=False)
+                     maybe_placeholders=False, lexer_callbacks={kind: _checked_name for kind in _NAME_STARTS})
 
 
 _TOKEN_NAMES = {
@@ -105,7 +106,48 @@ def _terminal(name: str) -> re.Pattern:
 
 def is_prefix_name(name: str) -> bool:
     """Whether ``name`` can be declared with ``PREFIX name:`` (SPARQL's PN_PREFIX, or empty)."""
-    return _terminal("PNAME_NS").fullmatch(name + ":") is not None
+    return _terminal("PNAME_NS").fullmatch(name + ":") is not None and _name_error("PNAME_NS", name + ":") is None
+
+
+# The characters beyond ASCII that SPARQL 1.1 takes in names (the grammar takes any
+# up to U+FFFF): PN_CHARS_BASE's, which may start a name or a local part, and those
+# PN_CHARS adds, which may not.  Inclusive ranges, in order.
+_LETTERS = ((0xC0, 0xD6), (0xD8, 0xF6), (0xF8, 0x2FF), (0x370, 0x37D), (0x37F, 0x1FFF), (0x200C, 0x200D),
+            (0x2070, 0x218F), (0x2C00, 0x2FEF), (0x3001, 0xD7FF), (0xF900, 0xFDCF), (0xFDF0, 0xFFFD))
+_LETTER_STARTS = [low for low, _ in _LETTERS]
+_MARKS = ((0xB7, 0xB7), (0x300, 0x36F), (0x203F, 0x2040))
+# where a name part starts in a token of each kind: after the variable's ? or $,
+# and in a prefixed name at its start and after its first ':'
+_NAME_STARTS = {"NAME": "a name", "VAR": "a variable name", "PNAME_NS": "a prefix name", "PNAME": "a prefixed name"}
+
+
+def _is_letter(code: int) -> bool:
+    i = bisect_right(_LETTER_STARTS, code) - 1
+    return i >= 0 and code <= _LETTERS[i][1]
+
+
+def _name_error(kind: str, text: str) -> tuple[int, str] | None:
+    """The first character beyond ASCII that SPARQL does not take where it is in
+    ``text``, a token of ``kind``: (its offset, what is wrong); None: none."""
+    if text.isascii():
+        return None
+    starts = {1} if kind == "VAR" else {0, text.find(":") + 1} if kind.startswith("PNAME") else {0}
+    for i, character in enumerate(text):
+        code = ord(character)
+        if code < 0x80 or _is_letter(code):
+            continue
+        if i not in starts and any(low <= code <= high for low, high in _MARKS):
+            continue
+        where = "start" if i in starts else "be in"
+        return i, f"{character!r} (U+{code:04X}) cannot {where} {_NAME_STARTS[kind]}, as SPARQL reads names"
+    return None
+
+
+def _checked_name(token: Token) -> Token:
+    error = _name_error(token.type, token.value)
+    if error is not None:
+        raise QueryError(error[1], token.line, token.column + error[0])
+    return token
 
 
 def is_variable_name(name: str) -> bool:
