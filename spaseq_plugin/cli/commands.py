@@ -429,7 +429,7 @@ def _add_limit_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--max-distinct", metavar="N",
                          help="rows SELECT DISTINCT keeps, each for the query's lifetime so that a later equal "
                               f"one is dropped; past it the run stops (exit status 3) (default "
-                              f"{DEFAULT_MAX_DISTINCT:,}, a few hundred MB; 'none' lifts it)")
+                              f"{DEFAULT_MAX_DISTINCT:,}, about 100 MB; 'none' lifts it)")
     command.add_argument("--on-limit", choices=POLICIES, default=POLICIES[0],
                          help="when --max-runs, --max-partition-runs, --max-state-memory or --max-join-steps "
                               "is reached: fail "
