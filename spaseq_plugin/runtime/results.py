@@ -159,7 +159,7 @@ class Projector:
         is_dt = bool(match.events) and match.events[0].is_datetime
         if self.template is not None:
             number = next(self._count)
-            triples = self._construct(match.mu, number)
+            triples = self._construct(match.mu, number, match.events)
             return _new_result(match.time, is_dt, None, triples, match.events,
                                ox.NamedNode(f"{_MATCH_GRAPH}{number}"))
         mu = match.mu
@@ -207,8 +207,9 @@ class Projector:
             return _from_sparql(solution["r"])
         return None
 
-    def _construct(self, mu: dict[str, Term], number: int) -> list[ox.Triple]:
+    def _construct(self, mu: dict[str, Term], number: int, events: tuple[Event, ...]) -> list[ox.Triple]:
         bnodes: dict[str, ox.BlankNode] = {}
+        names = None
         out = []
         for triple in self.template:
             terms = []
@@ -216,7 +217,13 @@ class Projector:
                 if isinstance(term, Variable):
                     value = mu.get(str(term))
                 elif isinstance(term, BNode):
-                    value = bnodes.setdefault(str(term), ox.BlankNode())
+                    value = bnodes.get(str(term))
+                    if value is None:
+                        if names is None:
+                            names = _blank_names(mu, number, events)
+                        label = names.copy()
+                        label.update(b" %d" % len(bnodes))
+                        value = bnodes[str(term)] = ox.BlankNode(label.hexdigest())
                 else:
                     value = term
                 if value is None:
@@ -228,6 +235,18 @@ class Projector:
                     continue       # not a valid triple: skipped, as SPARQL CONSTRUCT does
                 out.append(ox.Triple(s, p, o))
         return out
+
+
+def _blank_names(mu: dict[str, Term], number: int, events: tuple[Event, ...]):
+    """What the blank nodes of CONSTRUCT's ``number``-th result are named from (each
+    adds its place in the template), so that a run writes the same bytes as another
+    over the same input, and as one resumed from a checkpoint (the numbering
+    resumes): the number, the match's events and bindings.  The bindings hold
+    any blank node of the input the template copies: a name made here is none
+    of theirs, even where a query reads its own output back."""
+    names = hashlib.blake2b(row_key(mu), digest_size=16)
+    names.update(" ".join([str(number)] + [f"{e.stream} {e.time}" for e in events]).encode("utf-8"))
+    return names
 
 
 @cython.cclass
