@@ -8,27 +8,23 @@ graph events (:mod:`.runtime`), matching each GPM with an evaluator
 through the hooks of :mod:`.hookspecs` (``docs/architecture.md``).
 """
 
-from importlib.metadata import PackageNotFoundError, version
+import importlib
 
 from . import compiled
 
 compiled.install()      # before any hot module is imported: compiled builds only when current
 
-from .errors import EventError, LimitError, QueryError, SpaseqError, UsageError
-from .events import Event
-from .hookspecs import KbStore, ResultSink, StreamSource, hookimpl
-from .kb import KnowledgeBase
-from .language.compiler import CompiledQuery, compile_query
-from .language.limits import QueryLimits
-from .runtime.engine import Engine, RunStats
-from .runtime.nfa_runtime import StateLimits
-from .runtime.results import Result
-from .stores.rdflib_store import RdflibKB
-
-try:
-    __version__ = version("spaseq-plugin")
-except PackageNotFoundError:        # run from a source tree that is not installed
-    __version__ = "0+unknown"
+# The names below are imported when first used, not here: every module of the
+# package imports this one first, and the ``spaseq`` command must take a stop
+# signal before its imports, a third of a second (cli/__init__.py).
+_EXPORTS = {
+    "EventError": "errors", "LimitError": "errors", "QueryError": "errors", "SpaseqError": "errors",
+    "UsageError": "errors", "Event": "events", "KbStore": "hookspecs", "ResultSink": "hookspecs",
+    "StreamSource": "hookspecs", "hookimpl": "hookspecs", "KnowledgeBase": "kb",
+    "CompiledQuery": "language.compiler", "compile_query": "language.compiler", "QueryLimits": "language.limits",
+    "Engine": "runtime.engine", "RunStats": "runtime.engine", "StateLimits": "runtime.nfa_runtime",
+    "Result": "runtime.results", "RdflibKB": "stores.rdflib_store",
+}
 
 __all__ = [
     "CompiledQuery", "Engine", "Event", "EventError", "KbStore", "KnowledgeBase", "LimitError", "QueryError",
@@ -36,3 +32,22 @@ __all__ = [
     "UsageError",
     "compile_query", "hookimpl",
 ]
+
+
+def __getattr__(name: str):
+    if name == "__version__":
+        from importlib.metadata import PackageNotFoundError, version
+        try:
+            value = version("spaseq-plugin")
+        except PackageNotFoundError:        # run from a source tree that is not installed
+            value = "0+unknown"
+    elif name in _EXPORTS:
+        value = getattr(importlib.import_module(f".{_EXPORTS[name]}", __name__), name)
+    else:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted([*globals(), *_EXPORTS, "__version__"])

@@ -52,7 +52,7 @@ WHERE {
   DEFINE GPM N ON T { ?n :kind "n" ; :v ?vn . FILTER(?vn < 20) }
 }""",
     "tumbling-construct-strict": PREFIXES + """
-CONSTRUCT { ?a :then ?b . ?b :key ?k . }
+CONSTRUCT { ?a :then ?b . ?b :key ?k . [] :from ?a ; :to ?b . }
 WITHIN 10 SECONDS TUMBLING
 FROM STREAM S <http://ex/s>
 FROM STREAM T <http://ex/t>

@@ -253,6 +253,26 @@ def test_a_signal_while_the_handlers_are_set_up_is_no_traceback(files):
     assert p.returncode == 128 + signal.SIGTERM and p.stderr == "spaseq: terminated (SIGTERM)\n", p.stderr
 
 
+@pytest.mark.parametrize("importing", ["spaseq_plugin.cli.commands", "rdflib", "pyoxigraph",
+                                       "spaseq_plugin.runtime.engine", "spaseq_plugin.output.writer"])
+def test_a_signal_while_the_command_imports_is_a_stop(files, importing):
+    """SIGTERM in the first third of a second, while the command imported rdflib and
+    pyoxigraph, had its default action: the process ended at once (status -15 to its
+    parent), without a word.  Sent here as ``importing`` is about to be imported."""
+    script = ("import os, runpy, signal, sys\n"
+              "importing = sys.argv.pop(1)\n"
+              "class Stop:\n"
+              "    def find_spec(self, name, path=None, target=None):\n"
+              "        if name == importing:\n"
+              "            sys.meta_path.remove(self)\n"
+              "            os.kill(os.getpid(), signal.SIGTERM)\n"
+              "sys.meta_path.insert(0, Stop())\n"
+              "runpy.run_module('spaseq_plugin', run_name='__main__')\n")
+    p = subprocess.run([sys.executable, "-c", script, importing, "run", "select.rq", "--stream", "S=s.trig"],
+                       cwd=files, capture_output=True, text=True, timeout=60)
+    assert p.returncode == 128 + signal.SIGTERM and p.stderr == "spaseq: terminated (SIGTERM)\n", p.stderr
+
+
 def test_an_empty_start_is_an_error_not_no_start(files):
     (files / "tumbling.rq").write_text(TUMBLING)
     p = spaseq("run", "tumbling.rq", "--stream", "S=s.trig", "--start=", cwd=files)

@@ -75,6 +75,19 @@ def test_a_trig_file_and_stdout_read_back_whole(tmp_path):
     check_read_back(stdout.stdout)
 
 
+def test_the_same_input_gives_the_same_blank_nodes(tmp_path):
+    """Each match's blank nodes were random: two runs over the same input wrote
+    different bytes (and a run resumed from a checkpoint, docs/checkpoints.md)."""
+    (tmp_path / "pairs.rq").write_text(PAIRS)
+    (tmp_path / "s.trig").write_text(STREAM)
+    outputs = []
+    for _ in range(2):
+        run = spaseq("run", str(tmp_path / "pairs.rq"), "--stream", f"S={tmp_path / 's.trig'}")
+        assert run.returncode == 0, run.stderr
+        outputs.append(run.stdout)
+    assert outputs[0] == outputs[1] and outputs[0].count("_:") == 3, outputs
+
+
 def test_mqtt_sink_sends_one_event_per_match_time(mosquitto):
     source = open_mqtt_source(f"//127.0.0.1:{mosquitto.port}/derived?idle_timeout=20&max_events=1", DERIVED)
     second = Engine(READ_BACK)

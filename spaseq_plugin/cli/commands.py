@@ -52,7 +52,7 @@ from .arguments import add_service_flags, byte_size, seconds, whole_number
 from .checkpointing import HeaderDiscarded, RunCheckpoints
 from .paths import check_not_collected, check_writes
 from .stopping import (OUTPUT_TIMEOUT, STOP_TIMEOUT, GracefulStop, Terminated, at_most, interrupted_status,
-                       stopping_on_signals)
+                       stopped, stopping_on_signals)
 from .kb_commands import add_kb_parser
 from ..language.nfa import automaton_svg
 from ..output.formats import FORMATS, check_format
@@ -98,12 +98,7 @@ def main(argv: list[str] | None = None) -> int:
         with stopping_on_signals(getattr(args, "stop_timeout", None) or STOP_TIMEOUT):
             return _command(args)
     except KeyboardInterrupt as stop:       # (a signal while the handlers are set up or taken down)
-        return _stopped(stop)
-
-
-def _stopped(stop: KeyboardInterrupt) -> int:
-    _error(f"terminated ({stop})" if isinstance(stop, Terminated) else "interrupted")
-    return interrupted_status(stop)
+        return stopped(stop)
 
 
 def _command(args: argparse.Namespace) -> int:
@@ -129,7 +124,7 @@ def _command(args: argparse.Namespace) -> int:
                                     "out of memory: give the process more memory"))
         return EXIT_LIMIT
     except KeyboardInterrupt as stop:
-        return _stopped(stop)
+        return stopped(stop)
     except BrokenPipeError:                 # e.g. piped into head: the reader has what it wanted
         _silence_stdout()
         return EXIT_OK
@@ -429,7 +424,7 @@ def _add_limit_options(command: argparse.ArgumentParser) -> None:
     command.add_argument("--max-distinct", metavar="N",
                          help="rows SELECT DISTINCT keeps, each for the query's lifetime so that a later equal "
                               f"one is dropped; past it the run stops (exit status 3) (default "
-                              f"{DEFAULT_MAX_DISTINCT:,}, a few hundred MB; 'none' lifts it)")
+                              f"{DEFAULT_MAX_DISTINCT:,}, about 100 MB; 'none' lifts it)")
     command.add_argument("--on-limit", choices=POLICIES, default=POLICIES[0],
                          help="when --max-runs, --max-partition-runs, --max-state-memory or --max-join-steps "
                               "is reached: fail "

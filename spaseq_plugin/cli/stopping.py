@@ -66,6 +66,61 @@ def interrupted_status(stop: KeyboardInterrupt) -> int:
     return 128 + stop.signum if isinstance(stop, Terminated) else EXIT_INTERRUPTED
 
 
+def stopped(stop: KeyboardInterrupt) -> int:
+    """Say that the command was stopped, outside a run (which says it in its summary): its exit status."""
+    print(f"spaseq: terminated ({stop})" if isinstance(stop, Terminated) else "spaseq: interrupted",
+          file=sys.stderr)
+    return interrupted_status(stop)
+
+
+def _stop_exception(signum: int) -> KeyboardInterrupt:
+    return KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+
+
+def _raise_stop(signum, frame):
+    raise _stop_exception(signum)
+
+
+# each signal that stops a command, with the handler that leaves it to us
+_STOP_SIGNALS = (("SIGTERM", signal.SIG_DFL), ("SIGHUP", signal.SIG_DFL), ("SIGINT", signal.default_int_handler))
+
+
+def _take_signals(handler, also=()) -> dict:
+    """Set ``handler`` for each stop signal whose handler is its default or one of
+    ``also`` (a signal the process inherited as ignored, as under nohup, stays so;
+    so does a Ctrl-C handler set by whoever called the command): {number: the
+    handler it had}."""
+    before = {}
+    for name, default in _STOP_SIGNALS:
+        number = getattr(signal, name, None)
+        previous = None if number is None else signal.getsignal(number)
+        if number is not None and (previous is default or previous in also):
+            with contextlib.suppress(ValueError):       # (not the main thread: left as it is)
+                signal.signal(number, handler)
+                before[number] = previous
+    return before
+
+
+def _give_back(before: dict) -> None:
+    for number, handler in before.items():
+        signal.signal(number, handler)
+
+
+@contextlib.contextmanager
+def stopping_from_the_start():
+    """SIGTERM and SIGHUP raise :class:`Terminated` from the command's first line on:
+    its imports take a third of a second, and their default action ended the
+    process there (status -15 to its parent, without a word).  (Before Python
+    runs the command's first line, the interpreter starting, 20 to 70 ms, the
+    default action remains.)  :func:`stopping_on_signals` takes over once the
+    command runs."""
+    before = _take_signals(_raise_stop)
+    try:
+        yield
+    finally:
+        _give_back(before)
+
+
 class GracefulStop:
     """The two-step stop of a run whose input can stop reading without losing
     what it read (``input.stop_reading(reason)``, e.g. ``merge_arrival``'s).
@@ -242,23 +297,15 @@ def stopping_on_signals(timeout: float = STOP_TIMEOUT):
     native code, stops the process at once (:class:`_Watchdog`)."""
     def stop(signum, frame):
         watchdog.taken += 1
-        exception = KeyboardInterrupt() if signum == signal.SIGINT else Terminated(signum)
+        exception = _stop_exception(signum)
         if not GracefulStop.request(exception, signum):
             raise exception
 
     watchdog = _Watchdog(set(), timeout)      # (before the handlers, which count into it)
-    before = {}
-    for name, default in (("SIGTERM", signal.SIG_DFL), ("SIGHUP", signal.SIG_DFL),
-                          ("SIGINT", signal.default_int_handler)):
-        number = getattr(signal, name, None)
-        if number is not None and signal.getsignal(number) is default:
-            with contextlib.suppress(ValueError):       # (not the main thread: left as it is)
-                signal.signal(number, stop)
-                before[number] = default
-                watchdog.signals.add(number)
+    before = _take_signals(stop, also=(_raise_stop,))
+    watchdog.signals.update(before)
     try:
         with watchdog:
             yield
     finally:
-        for number, handler in before.items():
-            signal.signal(number, handler)
+        _give_back(before)

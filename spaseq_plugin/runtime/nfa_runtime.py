@@ -187,7 +187,7 @@ POLICIES = (FAIL, DROP_NEWEST, DROP_OLDEST)
 DEFAULT_MAX_RUNS = 1_000_000
 DEFAULT_MAX_STATE_BYTES = 512 << 20
 DEFAULT_MAX_JOIN_STEPS = 10_000_000     # seconds of work on one event (2-3 million rows a second, filtered)
-DEFAULT_MAX_DISTINCT = 1_000_000        # rows DISTINCT keeps: a few hundred MB
+DEFAULT_MAX_DISTINCT = 1_000_000        # rows DISTINCT keeps: about 100 MB (results.row_key)
 
 
 def size_text(size: int) -> str:

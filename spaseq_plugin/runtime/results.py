@@ -79,11 +79,26 @@ def _new_result(time, is_datetime, bindings, triples, events: tuple, graph) -> R
     return result
 
 
+def row_key(bindings: dict[str, Term]) -> bytes:
+    """What DISTINCT keeps of a row: 16 bytes of BLAKE2b over its bindings, so that
+    its memory is the same per row whatever the row holds (kept whole, rows of 20 KB
+    literals took 2 GB at 80,000 of the 1,000,000 --max-distinct allows).  Two
+    different rows share a key with a chance of 2**-128 a pair (among a billion
+    rows, 10**-21; made on purpose, about 2**64 tries): the later would be dropped."""
+    hashed = hashlib.blake2b(digest_size=16)
+    for name, value in sorted(bindings.items()):
+        text = term_text(value)
+        # (each text's length before it: no two rows give the same bytes)
+        hashed.update(f"{name} {len(text)} {text}".encode("utf-8", "surrogatepass"))
+    return hashed.digest()
+
+
 @cython.ccall
 @cython.locals(seen=set, most=cython.Py_ssize_t)
-def first_distinct(seen: set, key: frozenset, most: int) -> bool:
-    """Whether DISTINCT outputs the row ``key``, remembered in ``seen`` when it does:
-    at most ``most`` rows are (--max-distinct), each for the query's lifetime."""
+def first_distinct(seen: set, key: bytes, most: int) -> bool:
+    """Whether DISTINCT outputs the row whose :func:`row_key` is ``key``, remembered in
+    ``seen`` when it does: at most ``most`` rows are (--max-distinct), each for the
+    query's lifetime."""
     if key in seen:
         return False
     if len(seen) >= most:
@@ -124,14 +139,15 @@ class Projector:
         """DISTINCT's memory and the CONSTRUCT graph counter (``Engine.snapshot``)."""
         number = next(self._count)
         self._count = itertools.count(number)
-        seen = None if self.distinct_seen is None else \
-            [out.mapping(dict(row)) for row in self.distinct_seen]
+        seen = None if self.distinct_seen is None else [key.hex() for key in self.distinct_seen]
         return {"distinct": seen, "count": number}
 
     def restore(self, data: dict, inp) -> None:
         self._count = itertools.count(data["count"])
         if self.distinct_seen is not None:
-            self.distinct_seen = {frozenset(inp.mapping(row).items()) for row in data["distinct"] or ()}
+            # (a checkpoint written before rows were kept as keys holds the rows)
+            self.distinct_seen = {bytes.fromhex(row) if isinstance(row, str) else row_key(inp.mapping(row))
+                                  for row in data["distinct"] or ()}
 
     def project(self, match: Match) -> Result | None:
         """The result of a match, or ``None`` when DISTINCT has seen it."""
@@ -143,7 +159,7 @@ class Projector:
         is_dt = bool(match.events) and match.events[0].is_datetime
         if self.template is not None:
             number = next(self._count)
-            triples = self._construct(match.mu, number)
+            triples = self._construct(match.mu, number, match.events)
             return _new_result(match.time, is_dt, None, triples, match.events,
                                ox.NamedNode(f"{_MATCH_GRAPH}{number}"))
         mu = match.mu
@@ -162,7 +178,7 @@ class Projector:
                         bindings[item.alias] = value
                 elif item in mu:
                     bindings[item] = mu[item]
-        if self.distinct_seen is not None and not first_distinct(self.distinct_seen, frozenset(bindings.items()),
+        if self.distinct_seen is not None and not first_distinct(self.distinct_seen, row_key(bindings),
                                                                  self._max_distinct):
             return None
         return _new_result(match.time, is_dt, bindings, None, match.events, None)
@@ -191,8 +207,9 @@ class Projector:
             return _from_sparql(solution["r"])
         return None
 
-    def _construct(self, mu: dict[str, Term], number: int) -> list[ox.Triple]:
+    def _construct(self, mu: dict[str, Term], number: int, events: tuple[Event, ...]) -> list[ox.Triple]:
         bnodes: dict[str, ox.BlankNode] = {}
+        names = None
         out = []
         for triple in self.template:
             terms = []
@@ -200,7 +217,13 @@ class Projector:
                 if isinstance(term, Variable):
                     value = mu.get(str(term))
                 elif isinstance(term, BNode):
-                    value = bnodes.setdefault(str(term), ox.BlankNode())
+                    value = bnodes.get(str(term))
+                    if value is None:
+                        if names is None:
+                            names = _blank_names(mu, number, events)
+                        label = names.copy()
+                        label.update(b" %d" % len(bnodes))
+                        value = bnodes[str(term)] = ox.BlankNode(label.hexdigest())
                 else:
                     value = term
                 if value is None:
@@ -212,6 +235,18 @@ class Projector:
                     continue       # not a valid triple: skipped, as SPARQL CONSTRUCT does
                 out.append(ox.Triple(s, p, o))
         return out
+
+
+def _blank_names(mu: dict[str, Term], number: int, events: tuple[Event, ...]):
+    """What the blank nodes of CONSTRUCT's ``number``-th result are named from (each
+    adds its place in the template), so that a run writes the same bytes as another
+    over the same input, and as one resumed from a checkpoint (the numbering
+    resumes): the number, the match's events and bindings.  The bindings hold
+    any blank node of the input the template copies: a name made here is none
+    of theirs, even where a query reads its own output back."""
+    names = hashlib.blake2b(row_key(mu), digest_size=16)
+    names.update(" ".join([str(number)] + [f"{e.stream} {e.time}" for e in events]).encode("utf-8"))
+    return names
 
 
 @cython.cclass

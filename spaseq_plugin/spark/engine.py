@@ -59,7 +59,7 @@ from ..errors import EventError, SpaseqError, StateLimitError
 from ..events import Event, Time
 from ..evaluators.spectra import SpectraEvaluator
 from ..kb import KnowledgeBase, parse_kb_spec
-from ..runtime.results import Result, first_distinct
+from ..runtime.results import Result, first_distinct, row_key
 from ..runtime.nfa_runtime import Match, StateLimits, distinct_placement, partition_keys
 from ..streams.files import (DONE_MEMORY, nquads_spans, read_manifest, read_ntriples_chunks, read_stream_file,
                              stream_file_paths)
@@ -639,9 +639,10 @@ class SparkRun:
         number = itertools.count(1)
         iris: dict = {}
         for _, packed in ordered:
-            if seen is not None and packed[2] is not None and not first_distinct(seen, frozenset(packed[2]), most):
-                continue
             result = unpack_result(packed, iris)
+            if seen is not None and result.bindings is not None and \
+                    not first_distinct(seen, row_key(result.bindings), most):
+                continue
             if result.graph is not None:
                 result.graph = ox.NamedNode(f"{_MATCH_GRAPH}{next(number)}")
             self.stats.results += 1
