@@ -142,8 +142,9 @@ evaluator's caches (bounded), and DISTINCT's memory of projected bindings
 
 Limits (``StateLimits``, docs/limits.md): a cap on active runs (runs and
 pending matches) per query and per partition, and a budget on the bytes
-they hold (an estimate: ``_run_bytes``).  When a new run or pending match
-would pass one, the policy decides: ``fail`` raises ``StateLimitError`` (the
+they hold (an estimate: ``_run_bytes``, each event counted once,
+``_event_bytes``).  When a new run or pending match would pass one, the
+policy decides: ``fail`` raises ``StateLimitError`` (the
 command exits with status 3); ``drop-newest`` does not keep the new one;
 ``drop-oldest`` evicts the partial matches that started first (in the
 partition, for the partition cap; in the query, else) until it fits.
@@ -300,6 +301,7 @@ class Run:
     dead = cython.declare(cython.bint, visibility="public")
     keys = cython.declare(tuple, visibility="public")
     size = cython.declare(cython.Py_ssize_t, visibility="public")
+    held = cython.declare(cython.Py_ssize_t, visibility="public")
     turn = cython.declare(cython.bint, visibility="public")
 
     def __init__(self, place, mu: dict[str, Term], base_mu: dict[str, Term] | None,
@@ -323,6 +325,7 @@ class Run:
         self.dead = dead
         self.keys = ()                      # per edge: the run's values of its probe variables, or None
         self.size = 0                       # what it counts for in state_bytes (_run_bytes), once registered
+        self.held = 0                       # the bytes of its events it counts for (see _extend)
         self.turn = False                   # it waited in its partition's strict list for the batch being processed
 
     @property
@@ -595,8 +598,9 @@ class _Step:
     accepting = cython.declare(cython.bint, visibility="public")
     final_guards = cython.declare(tuple, visibility="public")
     continues = cython.declare(cython.bint, visibility="public")
+    hands_over = cython.declare(cython.bint, visibility="public")
 
-    def __init__(self, edge: Edge):
+    def __init__(self, edge: Edge, only: bool):
         self.edge = edge
         self.index = edge.index
         self.bit = 1 << edge.index
@@ -617,6 +621,9 @@ class _Step:
         self.accepting = target.accepting
         self.final_guards = tuple(target.final_guards)
         self.continues = bool(target.edges)       # runs at the target wait for more
+        # the run it extends dies as it fires (its state's only edge, spent by firing):
+        # the new run holds that run's events alone
+        self.hands_over = only and (self.strict or self.next)
 
 
 @cython.cclass
@@ -678,6 +685,7 @@ class Runtime:
     _standalone_gpm = cython.declare(object, visibility="public")
     _standalone_event = cython.declare(object, visibility="public")
     _standalone_solutions = cython.declare(list, visibility="public")
+    _taken = cython.declare(set, visibility="public")
 
     def __init__(self, compiled: CompiledQuery, evaluator: GpmEvaluator,
                  emit: Callable[[Match], None], start: Time | None = None,
@@ -710,6 +718,7 @@ class Runtime:
         self._batch_matches: list[Match] = []      # matches of the batch being processed
         self._batching = False
         self._memo: dict[tuple[GpmPattern, Event, frozenset], list[Solution]] = {}
+        self._taken: set[Event] = set()      # events of the batch a run holds (counted once: _held_once)
         # A batch's start matches by partition key, when it has several keys (see _start)
         self._starts: dict[tuple[_Step, tuple], dict[tuple, list]] | None = None
         self._deadlines: list[tuple[Time, int, _Partition]] = []   # partitions by oldest first τ
@@ -750,7 +759,7 @@ class Runtime:
         self._waiting_on: dict[str, list[Edge]] = {}       # stream -> non-strict edges reading it
         self._places: dict[State, _Place] = {}
         for state in self.nfa.states:
-            steps = tuple([_Step(edge) for edge in state.edges])
+            steps = tuple([_Step(edge, len(state.edges) == 1) for edge in state.edges])
             unprobed = (None,) * len(steps) if all(self._asked_probe(step) is None for step in steps) else None
             self._places[state] = _Place(state, steps, any(step.strict for step in steps), unprobed)
         for place in self._places.values():
@@ -790,6 +799,8 @@ class Runtime:
     def _process_batch(self, time: Time, events: list[Event]) -> None:
         if self._memo:
             self._memo = {}
+        if self._taken:
+            self._taken = set()
         if self.tumbling:
             if self.tumbling_start is not None and time < self.tumbling_start:
                 self.before_start += len(events)
@@ -910,21 +921,27 @@ class Runtime:
     def restore(self, data: dict, inp) -> None:
         """Become the runtime :meth:`snapshot` saved (``inp``: a
         ``checkpoint.SnapshotReader`` over the same tables).  A run's probe keys
-        and sorted numbers are computed again, as registering it did."""
+        and sorted numbers are computed again, as registering it did, and so is
+        ``state_bytes`` (each event counted for the first run holding it): the
+        estimate may have changed since the checkpoint was written."""
         time = inp.time
         states = {state.id: state for state in self.nfa.states}
         runs = []
+        self._taken = set()
         for state_id, mu, base_mu, events, first, last, iterations, partition, spent, dead in data["runs"]:
             run = Run(self._places[states[state_id]], inp.mapping(mu), None if base_mu is None else inp.mapping(base_mu),
                       tuple(inp.event(e) for e in events), time(first), time(last),
                       tuple((atom, tuple(inp.mapping(s) for s in its)) for atom, its in iterations),
                       tuple(inp.term(t) for t in partition), spent, dead)
             run.keys = self._probe_keys(run)
+            run.held = self._held_once(run.events)
             run.size = _run_bytes(run)
             runs.append(run)
+        self._taken = set()
         pendings = [_Pending(runs[run], runs[run].state.final_guards, time(deadline), killed)
                     for run, deadline, killed in data["pendings"]]
         parts = []
+        state_bytes = 0
         for saved in data["parts"]:
             part = _Partition(tuple(inp.term(t) for t in saved["key"]))
             for state_id, index, buckets, loose in saved["waiting"]:
@@ -949,6 +966,9 @@ class Runtime:
                 part.ages.add(runs[r])          # (by first τ, then as registered)
             part.runs, part.garbage = saved["runs"], saved["garbage"]
             part.filed, part.dropped = saved["filed"], saved["dropped"]
+            if not part.dropped:
+                state_bytes += sum([r.size for _, r in part.ages.entries() if not r.dead]) + \
+                    sum([entry[2].run.size for entry in part.pending if not entry[2].killed])
             parts.append(part)
         self.partitions = {parts[p].key: parts[p] for p in data["partitions"]}
         self.pending_heap = [(time(d), s, pendings[p]) for d, s, p in data["pending_heap"]]
@@ -958,7 +978,7 @@ class Runtime:
         self.window_end = None if data["window_end"] is None else time(data["window_end"])
         self.tumbling_start = None if data["tumbling_start"] is None else time(data["tumbling_start"])
         self.active_runs, self.peak_runs = data["active_runs"], data["peak_runs"]
-        self.peak_keys, self.state_bytes = data["peak_keys"], data["state_bytes"]
+        self.peak_keys, self.state_bytes = data["peak_keys"], state_bytes
         self.dropped_runs = data["dropped_runs"]
         self.before_start = data.get("before_start", 0)       # (absent from older checkpoints)
 
@@ -1249,6 +1269,9 @@ class Runtime:
                 return      # (a match no run goes on from makes no run)
         new = _new_run(step.target_place, mu, base_mu, events, run.first if not is_root else time,
                        time, iterations, partition)
+        # Each event counts once, for the first run that takes it; a run that dies as
+        # it is extended hands its count over (else its events, held on, counted for none).
+        new.held = self._held_once(used) + (run.held if step.hands_over else 0)
         if step.accepting and step.final_guards:
             self._add_pending(part, new, step.final_guards)
         if step.continues:
@@ -1498,12 +1521,14 @@ class Runtime:
         return index
 
     @cython.cfunc
+    @cython.locals(size=cython.Py_ssize_t)
     def _add_pending(self, part: _Partition, run: Run, guards) -> None:
         if self.tumbling:
             deadline = self.window_end
         else:
             deadline = run.first + self.window
-        if self._full(part, _PENDING_BYTES) and not self._make_room(part, run, _PENDING_BYTES):
+        size = run.size = _run_bytes(run)
+        if self._full(part, size) and not self._make_room(part, run, size):
             return
         pending = _Pending(run, guards, deadline)
         entry = (deadline, next(self._seq), pending)
@@ -1512,7 +1537,7 @@ class Runtime:
         self._file_pending(part, pending)
         self.active_runs += 1
         part.runs += 1
-        self.state_bytes += _PENDING_BYTES
+        self.state_bytes += size
 
     @cython.cfunc
     @cython.locals(pending=_Pending)
@@ -1594,7 +1619,7 @@ class Runtime:
         part.garbage += 1
         part.runs -= 1
         self.active_runs -= 1
-        self.state_bytes -= _PENDING_BYTES
+        self.state_bytes -= pending.run.size
         return part
 
     # -- windows -----------------------------------------------------------
@@ -1767,6 +1792,18 @@ class Runtime:
             part.runs -= 1
             self.active_runs -= 1
             self.state_bytes -= run.size
+
+    @cython.cfunc
+    @cython.locals(size=cython.Py_ssize_t)
+    def _held_once(self, events: tuple) -> cython.Py_ssize_t:
+        """The bytes of those of ``events`` that no run took before (_event_bytes):
+        skip-till-any extends many runs with one event, which is held once."""
+        size = 0
+        for event in events:
+            if event not in self._taken:
+                self._taken.add(event)
+                size += _event_bytes(event)
+        return size
 
     # -- limits --------------------------------------------------------------
 
@@ -2091,26 +2128,43 @@ def _bisect(numbers: list, number: float, right: cython.bint) -> cython.Py_ssize
 
 
 RSS_PER_OBJECT_BYTE = 2     # resident memory per byte of objects (_run_bytes)
-_PENDING_BYTES = 400       # a pending match: its object and its two heap entries (x2, as _run_bytes)
+# The resident memory of an event read from a stream (CPython 3.11, pyoxigraph 0.5,
+# short terms): its object, graph name and position, and per triple the triple and
+# its terms' text.  Measured: 640, 760, 1,490 and 5,460 bytes with 1, 2, 5 and 20.
+EVENT_BYTES = 384
+TRIPLE_BYTES = 256
 
 
 @cython.cfunc
 @cython.locals(run=Run, size=cython.Py_ssize_t)
 def _run_bytes(run: Run) -> cython.Py_ssize_t:
-    """About the resident memory a run adds (CPython 3.11, 64 bits): the run, its
-    heap and index entries, its mapping, its tuple of events, its Kleene
-    iterations (the events, the terms and earlier iterations' bindings are shared
+    """About the resident memory a run (or a pending match) adds (CPython 3.11, 64
+    bits): the run, its heap and index entries, its mapping, its tuple of events,
+    its Kleene iterations (the terms and earlier iterations' bindings are shared
     with others), times RSS_PER_OBJECT_BYTE: the process's resident set grows by
     about twice what its objects add up to (allocator arenas, over-allocated
     lists, what a batch frees but the arenas keep; measured: 2.0 KB of RSS per
     run of SEQ(A : B+ : C) from 131k to 262k runs, whose objects sum to 0.9 KB),
-    so that --max-state-memory bounds what the machine sees."""
+    so that --max-state-memory bounds what the machine sees.  Plus the events it
+    counts for (``held``, see _extend): each event once, though many runs share it.
+    Measured against it (RSS per run, from 100k to 300k): a pending match of
+    SEQ(A ; N!) holding its one event 1.9 KB, estimated 2.1 KB; a run of SEQ(A ; B)
+    2.1 KB, estimated 2.1 KB (the event was not counted: 1.2 KB, and 0.4 KB for the
+    pending match)."""
     size = 480 + 8 * len(run.events) + 64 * len(run.mu)
     if run.iterations:
         for _, local in run.iterations:
             size += 64 + 8 * len(local)
         size += 64 * len(run.iterations[-1][1][-1])
-    return size * RSS_PER_OBJECT_BYTE
+    return size * RSS_PER_OBJECT_BYTE + run.held
+
+
+@cython.cfunc
+def _event_bytes(event: Event) -> cython.Py_ssize_t:
+    """About the resident memory of ``event`` (see EVENT_BYTES): what a run holding
+    it counts for it.  Its terms' length is not read (a pass over them per
+    event): an event with long literals counts for less."""
+    return EVENT_BYTES + TRIPLE_BYTES * len(event.triples)
 
 
 def _event_time(event: Event) -> Time:
