@@ -30,7 +30,10 @@ semantics.md):
 
 * **Negation** edges carry guards: GPMs with no match strictly between the
   run's last τ and the new event's τ, under the new mapping.  Events those
-  guards may need are kept in a per-partition buffer for one window.
+  guards may need are kept in a per-partition buffer for one window: those
+  of a stream a guard reads, on which it has a standalone solution (when the
+  evaluator lists solution keys: under a run's μ it has none on an event
+  without, ``_guarded``).
   Trailing negations make *pending* matches, emitted when time passes the
   window's end unless a guard matched first.  A guard does not try every
   buffered event on every run: its GPM's buffered events are indexed, once
@@ -142,14 +145,17 @@ evaluator's caches (bounded), and DISTINCT's memory of projected bindings
 
 Limits (``StateLimits``, docs/limits.md): a cap on active runs (runs and
 pending matches) per query and per partition, and a budget on the bytes
-they hold (an estimate: ``_run_bytes``, each event counted once,
-``_event_bytes``).  When a new run or pending match would pass one, the
-policy decides: ``fail`` raises ``StateLimitError`` (the
+they and the negation buffers hold (an estimate: ``_run_bytes``, each event
+counted once, ``_event_bytes``).  When a new run or pending match would
+pass one, the policy decides: ``fail`` raises ``StateLimitError`` (the
 command exits with status 3); ``drop-newest`` does not keep the new one;
 ``drop-oldest`` evicts the partial matches that started first (in the
 partition, for the partition cap; in the query, else) until it fits.
-Dropped ones are counted (``dropped_runs``).  Matches already complete are
-always emitted.  Two products would fill memory before a run is counted, so
+Dropped ones are counted (``dropped_runs``).  A buffered event is never
+dropped (a guard may need it): when the buffer passes the budget, ``fail``
+raises and both drop policies evict the oldest partial matches, whose start
+holds the buffer's oldest events (``_buffer_over``).  Matches already complete
+are always emitted.  Two products would fill memory before a run is counted, so
 the run cap bounds them where they are made: a conjunction's combinations on
 a batch (``_too_many_combinations``), and a GPM's solutions on one event,
 which the evaluator stops making one past the cap (``limit_solutions`` in the
@@ -549,6 +555,7 @@ class _Partition:
     pending = cython.declare(list, visibility="public")
     buffer = cython.declare(list, visibility="public")
     buffer_start = cython.declare(cython.longlong, visibility="public")
+    buffer_bytes = cython.declare(cython.longlong, visibility="public")
     guard_indexes = cython.declare(dict, visibility="public")
     pending_indexes = cython.declare(dict, visibility="public")
     pending_scans = cython.declare(list, visibility="public")
@@ -565,6 +572,7 @@ class _Partition:
         self.pending = []        # (deadline, seq, _Pending): a heap by deadline
         self.buffer = []         # events negation guards may need
         self.buffer_start = 0    # how many events have left the buffer: the position of its first
+        self.buffer_bytes = 0    # their estimated size (_buffered_bytes), counted in Runtime.state_bytes
         # (made when first needed: a partition per key, most of them without negation)
         self.guard_indexes = None    # (GPM, variables) -> _GuardIndex
         self.pending_indexes = None  # (guard GPM, variables) -> value tuple -> pending matches
@@ -686,6 +694,7 @@ class Runtime:
     _standalone_event = cython.declare(object, visibility="public")
     _standalone_solutions = cython.declare(list, visibility="public")
     _taken = cython.declare(set, visibility="public")
+    _guard_gpms = cython.declare(tuple, visibility="public")
 
     def __init__(self, compiled: CompiledQuery, evaluator: GpmEvaluator,
                  emit: Callable[[Match], None], start: Time | None = None,
@@ -719,6 +728,9 @@ class Runtime:
         self._batching = False
         self._memo: dict[tuple[GpmPattern, Event, frozenset], list[Solution]] = {}
         self._taken: set[Event] = set()      # events of the batch a run holds (counted once: _held_once)
+        # every guard GPM, once: an event none of them can match is not buffered (_guarded)
+        self._guard_gpms = tuple({gpm: None for state in self.nfa.states for gpms in
+                                  [state.final_guards, *[edge.guards for edge in state.edges]] for gpm in gpms})
         # A batch's start matches by partition key, when it has several keys (see _start)
         self._starts: dict[tuple[_Step, tuple], dict[tuple, list]] | None = None
         self._deadlines: list[tuple[Time, int, _Partition]] = []   # partitions by oldest first τ
@@ -962,12 +974,14 @@ class Runtime:
                 if not entry[2].killed:
                     self._file_pending(part, entry[2])
             part.buffer = [inp.event(e) for e in saved["buffer"]]
+            for event in part.buffer:
+                part.buffer_bytes += _buffered_bytes(event)
             for _, _, r in sorted([(time(t), seq, r) for t, seq, r in saved["ages"]], key=_heap_order):
                 part.ages.add(runs[r])          # (by first τ, then as registered)
             part.runs, part.garbage = saved["runs"], saved["garbage"]
             part.filed, part.dropped = saved["filed"], saved["dropped"]
-            if not part.dropped:
-                state_bytes += sum([r.size for _, r in part.ages.entries() if not r.dead]) + \
+            if not part.dropped:        # (a dropped one's buffer counts no more)
+                state_bytes += part.buffer_bytes + sum([r.size for _, r in part.ages.entries() if not r.dead]) + \
                     sum([entry[2].run.size for entry in part.pending if not entry[2].killed])
             parts.append(part)
         self.partitions = {parts[p].key: parts[p] for p in data["partitions"]}
@@ -1047,19 +1061,7 @@ class Runtime:
         for run in spent:
             part.ages.discard(run)
         if self.needs_buffer:
-            # A guard looks at events after a run's last τ, never before the oldest
-            # run's first: older events are of no use, nor is anything without runs.
-            buffer = part.buffer
-            oldest = part.ages.first_time()
-            if oldest is not None:
-                buffer.extend(events)
-                if buffer[0].time < oldest:
-                    gone = bisect_left(buffer, oldest, key=_event_time)
-                    del buffer[:gone]
-                    part.buffer_start += gone
-            elif buffer:
-                part.buffer_start += len(buffer)
-                buffer.clear()
+            self._keep_for_guards(part, events)
 
     @staticmethod
     @cython.locals(run=Run)
@@ -1436,6 +1438,76 @@ class Runtime:
     # -- negation ----------------------------------------------------------
 
     @cython.cfunc
+    @cython.locals(part=_Partition, size=cython.Py_ssize_t, grew=cython.bint)
+    def _keep_for_guards(self, part: _Partition, events: list[Event]) -> None:
+        """Buffer the batch's events a guard may need, let go of those none can need
+        any more, and hold the buffer to --max-state-memory."""
+        # A guard looks at events after a run's last τ, never before the oldest
+        # run's first: older events are of no use, nor is anything without runs.
+        oldest = part.ages.first_time()
+        grew = False
+        if oldest is not None:
+            for event in events:
+                if self._guarded(event):
+                    part.buffer.append(event)
+                    size = _buffered_bytes(event)
+                    part.buffer_bytes += size
+                    self.state_bytes += size
+                    grew = True
+        self._trim_buffer(part, oldest)
+        if grew and self.state_bytes > self._max_state_bytes:
+            self._buffer_over(part)
+
+    @cython.cfunc
+    def _guarded(self, event: Event) -> cython.bint:
+        """Whether a guard GPM may match ``event`` under some run's μ: it reads the
+        event's stream and, when the evaluator lists solution keys, has a standalone
+        solution on it (a run gets no solution from an event without its values)."""
+        for gpm in self._guard_gpms:
+            if event.stream in gpm.streams:
+                if self._solution_keys is None:
+                    return True
+                keys = self._solution_keys(gpm, event, ())
+                if keys is None or keys:
+                    return True
+        return False
+
+    @cython.cfunc
+    @cython.locals(part=_Partition, buffer=list, gone=cython.Py_ssize_t, i=cython.Py_ssize_t,
+                   size=cython.Py_ssize_t)
+    def _trim_buffer(self, part: _Partition, oldest) -> None:
+        """Let go of ``part``'s buffered events before ``oldest`` (None: all of them)."""
+        buffer = part.buffer
+        if not buffer or (oldest is not None and buffer[0].time >= oldest):
+            return
+        gone = len(buffer) if oldest is None else bisect_left(buffer, oldest, key=_event_time)
+        size = 0
+        for i in range(gone):
+            size += _buffered_bytes(buffer[i])
+        del buffer[:gone]
+        part.buffer_start += gone
+        part.buffer_bytes -= size
+        self.state_bytes -= size
+
+    @cython.cfunc
+    @cython.locals(part=_Partition, oldest=Run)
+    def _buffer_over(self, part: _Partition) -> None:
+        """The negation buffer took the state past --max-state-memory.  A guard may
+        need any of its events, so neither drop policy drops one: both drop the
+        oldest partial matches, whose start is what holds the oldest events."""
+        if self.limits.policy == FAIL:
+            last = part.buffer[-1]
+            where = f"at time {format_time(last.time, last.is_datetime)}" + self._key_text(part)
+            raise StateLimitError(
+                f"{self._state_text(0)}, reached the limit of {size_text(self._max_state_bytes)} "
+                f"(--max-state-memory) {where}: the buffer keeps the events a negation guard may need, "
+                "from the start of the oldest partial match on; --on-limit drop-oldest or drop-newest "
+                "goes on without the oldest partial matches")
+        while self.state_bytes > self._max_state_bytes and self._evict_oldest(None, part):
+            oldest = part.ages.oldest()
+            self._trim_buffer(part, None if oldest is None else oldest.first)
+
+    @cython.cfunc
     @cython.locals(index=_GuardIndex)
     def _guard_hit(self, part: _Partition, guards, mu, after: Time, before: Time) -> bool:
         """Whether a buffered event strictly between ``after`` and ``before`` matches one
@@ -1676,6 +1748,7 @@ class Runtime:
         if not part.runs and self._partition_by:
             part.dropped = True
             del self.partitions[part.key]
+            self.state_bytes -= part.buffer_bytes
             if part.filed:
                 self._stale_deadlines += 1
                 if self._stale_deadlines > len(self._deadlines) // 2 + COMPACT_SLACK:
@@ -1919,20 +1992,29 @@ class Runtime:
 
     def _limit_message(self, part: _Partition, run: Run, scope: _Partition | None, size: int) -> str:
         state = run.state
-        where = f"at x{state.id} [{state.label}], time {format_time(run.last, run.events[-1].is_datetime)}"
-        if self._partition_by:
-            where += ", key (" + ", ".join(str(term) for term in part.key) + ")"
+        where = f"at x{state.id} [{state.label}], time {format_time(run.last, run.events[-1].is_datetime)}" + \
+            self._key_text(part)
         if scope is not None:
             what = (f"{part.runs:,} active runs in one partition reached the limit of "
                     f"{self._max_partition_runs:,} (--max-partition-runs)")
         elif self.active_runs >= self._max_runs:
             what = f"{self.active_runs:,} active runs reached the limit of {self._max_runs:,} (--max-runs)"
         else:
-            what = (f"the state of {self.active_runs:,} active runs, about "
-                    f"{size_text(self.state_bytes + size)}, reached the limit of "
+            what = (f"{self._state_text(size)}, reached the limit of "
                     f"{size_text(self._max_state_bytes)} (--max-state-memory)")
         return (f"{what} {where}; --on-limit drop-oldest or drop-newest goes on without "
                 "the partial matches past the limit")
+
+    def _state_text(self, size: int) -> str:
+        """What --max-state-memory counts, with ``size`` bytes more: 'the state of N
+        active runs (and a negation buffer of M events), about S'."""
+        buffered = sum([len(part.buffer) for part in self.partitions.values()])
+        buffer = f" and a negation buffer of {buffered:,} events" if buffered else ""
+        return f"the state of {self.active_runs:,} active runs{buffer}, about {size_text(self.state_bytes + size)}"
+
+    def _key_text(self, part: _Partition) -> str:
+        """', key (...)': the partition of a limit's message (nothing without PARTITION BY)."""
+        return ", key (" + ", ".join(str(term) for term in part.key) + ")" if self._partition_by else ""
 
     def _make_probes(self) -> dict[Edge, Probe]:
         """Each edge's probe (see the module's docstring), when the evaluator supports them."""
@@ -2133,6 +2215,9 @@ RSS_PER_OBJECT_BYTE = 2     # resident memory per byte of objects (_run_bytes)
 # its terms' text.  Measured: 640, 760, 1,490 and 5,460 bytes with 1, 2, 5 and 20.
 EVENT_BYTES = 384
 TRIPLE_BYTES = 256
+# A buffered event's slots in the buffer and in its guard's index, whose key and list
+# it may have alone (measured: 1.2 KB per buffered event of 2 triples with its index).
+GUARD_ENTRY_BYTES = 256
 
 
 @cython.cfunc
@@ -2161,10 +2246,16 @@ def _run_bytes(run: Run) -> cython.Py_ssize_t:
 
 @cython.cfunc
 def _event_bytes(event: Event) -> cython.Py_ssize_t:
-    """About the resident memory of ``event`` (see EVENT_BYTES): what a run holding
-    it counts for it.  Its terms' length is not read (a pass over them per
-    event): an event with long literals counts for less."""
+    """About the resident memory of ``event`` (see EVENT_BYTES): what a run or the
+    negation buffer holding it counts for it.  Its terms' length is not read (a
+    pass over them per event): an event with long literals counts for less."""
     return EVENT_BYTES + TRIPLE_BYTES * len(event.triples)
+
+
+@cython.cfunc
+def _buffered_bytes(event: Event) -> cython.Py_ssize_t:
+    """What an event in a negation buffer counts for (see GUARD_ENTRY_BYTES)."""
+    return _event_bytes(event) + GUARD_ENTRY_BYTES
 
 
 def _event_time(event: Event) -> Time:
