@@ -30,7 +30,10 @@ semantics.md):
 
 * **Negation** edges carry guards: GPMs with no match strictly between the
   run's last τ and the new event's τ, under the new mapping.  Events those
-  guards may need are kept in a per-partition buffer for one window.
+  guards may need are kept in a per-partition buffer for one window: those
+  of a stream a guard reads, on which it has a standalone solution (when the
+  evaluator lists solution keys: under a run's μ it has none on an event
+  without, ``_guarded``).
   Trailing negations make *pending* matches, emitted when time passes the
   window's end unless a guard matched first.  A guard does not try every
   buffered event on every run: its GPM's buffered events are indexed, once
@@ -142,13 +145,17 @@ evaluator's caches (bounded), and DISTINCT's memory of projected bindings
 
 Limits (``StateLimits``, docs/limits.md): a cap on active runs (runs and
 pending matches) per query and per partition, and a budget on the bytes
-they hold (an estimate: ``_run_bytes``).  When a new run or pending match
-would pass one, the policy decides: ``fail`` raises ``StateLimitError`` (the
+they and the negation buffers hold (an estimate: ``_run_bytes``, each event
+counted once, ``_event_bytes``).  When a new run or pending match would
+pass one, the policy decides: ``fail`` raises ``StateLimitError`` (the
 command exits with status 3); ``drop-newest`` does not keep the new one;
 ``drop-oldest`` evicts the partial matches that started first (in the
 partition, for the partition cap; in the query, else) until it fits.
-Dropped ones are counted (``dropped_runs``).  Matches already complete are
-always emitted.  Two products would fill memory before a run is counted, so
+Dropped ones are counted (``dropped_runs``).  A buffered event is never
+dropped (a guard may need it): when the buffer passes the budget, ``fail``
+raises and both drop policies evict the oldest partial matches, whose start
+holds the buffer's oldest events (``_buffer_over``).  Matches already complete
+are always emitted.  Two products would fill memory before a run is counted, so
 the run cap bounds them where they are made: a conjunction's combinations on
 a batch (``_too_many_combinations``), and a GPM's solutions on one event,
 which the evaluator stops making one past the cap (``limit_solutions`` in the
@@ -300,6 +307,7 @@ class Run:
     dead = cython.declare(cython.bint, visibility="public")
     keys = cython.declare(tuple, visibility="public")
     size = cython.declare(cython.Py_ssize_t, visibility="public")
+    held = cython.declare(cython.Py_ssize_t, visibility="public")
     turn = cython.declare(cython.bint, visibility="public")
 
     def __init__(self, place, mu: dict[str, Term], base_mu: dict[str, Term] | None,
@@ -323,6 +331,7 @@ class Run:
         self.dead = dead
         self.keys = ()                      # per edge: the run's values of its probe variables, or None
         self.size = 0                       # what it counts for in state_bytes (_run_bytes), once registered
+        self.held = 0                       # the bytes of its events it counts for (see _extend)
         self.turn = False                   # it waited in its partition's strict list for the batch being processed
 
     @property
@@ -546,6 +555,7 @@ class _Partition:
     pending = cython.declare(list, visibility="public")
     buffer = cython.declare(list, visibility="public")
     buffer_start = cython.declare(cython.longlong, visibility="public")
+    buffer_bytes = cython.declare(cython.longlong, visibility="public")
     guard_indexes = cython.declare(dict, visibility="public")
     pending_indexes = cython.declare(dict, visibility="public")
     pending_scans = cython.declare(list, visibility="public")
@@ -562,6 +572,7 @@ class _Partition:
         self.pending = []        # (deadline, seq, _Pending): a heap by deadline
         self.buffer = []         # events negation guards may need
         self.buffer_start = 0    # how many events have left the buffer: the position of its first
+        self.buffer_bytes = 0    # their estimated size (_buffered_bytes), counted in Runtime.state_bytes
         # (made when first needed: a partition per key, most of them without negation)
         self.guard_indexes = None    # (GPM, variables) -> _GuardIndex
         self.pending_indexes = None  # (guard GPM, variables) -> value tuple -> pending matches
@@ -595,8 +606,9 @@ class _Step:
     accepting = cython.declare(cython.bint, visibility="public")
     final_guards = cython.declare(tuple, visibility="public")
     continues = cython.declare(cython.bint, visibility="public")
+    hands_over = cython.declare(cython.bint, visibility="public")
 
-    def __init__(self, edge: Edge):
+    def __init__(self, edge: Edge, only: bool):
         self.edge = edge
         self.index = edge.index
         self.bit = 1 << edge.index
@@ -617,6 +629,9 @@ class _Step:
         self.accepting = target.accepting
         self.final_guards = tuple(target.final_guards)
         self.continues = bool(target.edges)       # runs at the target wait for more
+        # the run it extends dies as it fires (its state's only edge, spent by firing):
+        # the new run holds that run's events alone
+        self.hands_over = only and (self.strict or self.next)
 
 
 @cython.cclass
@@ -678,6 +693,8 @@ class Runtime:
     _standalone_gpm = cython.declare(object, visibility="public")
     _standalone_event = cython.declare(object, visibility="public")
     _standalone_solutions = cython.declare(list, visibility="public")
+    _taken = cython.declare(set, visibility="public")
+    _guard_gpms = cython.declare(tuple, visibility="public")
 
     def __init__(self, compiled: CompiledQuery, evaluator: GpmEvaluator,
                  emit: Callable[[Match], None], start: Time | None = None,
@@ -710,6 +727,10 @@ class Runtime:
         self._batch_matches: list[Match] = []      # matches of the batch being processed
         self._batching = False
         self._memo: dict[tuple[GpmPattern, Event, frozenset], list[Solution]] = {}
+        self._taken: set[Event] = set()      # events of the batch a run holds (counted once: _held_once)
+        # every guard GPM, once: an event none of them can match is not buffered (_guarded)
+        self._guard_gpms = tuple({gpm: None for state in self.nfa.states for gpms in
+                                  [state.final_guards, *[edge.guards for edge in state.edges]] for gpm in gpms})
         # A batch's start matches by partition key, when it has several keys (see _start)
         self._starts: dict[tuple[_Step, tuple], dict[tuple, list]] | None = None
         self._deadlines: list[tuple[Time, int, _Partition]] = []   # partitions by oldest first τ
@@ -750,7 +771,7 @@ class Runtime:
         self._waiting_on: dict[str, list[Edge]] = {}       # stream -> non-strict edges reading it
         self._places: dict[State, _Place] = {}
         for state in self.nfa.states:
-            steps = tuple([_Step(edge) for edge in state.edges])
+            steps = tuple([_Step(edge, len(state.edges) == 1) for edge in state.edges])
             unprobed = (None,) * len(steps) if all(self._asked_probe(step) is None for step in steps) else None
             self._places[state] = _Place(state, steps, any(step.strict for step in steps), unprobed)
         for place in self._places.values():
@@ -790,6 +811,8 @@ class Runtime:
     def _process_batch(self, time: Time, events: list[Event]) -> None:
         if self._memo:
             self._memo = {}
+        if self._taken:
+            self._taken = set()
         if self.tumbling:
             if self.tumbling_start is not None and time < self.tumbling_start:
                 self.before_start += len(events)
@@ -910,21 +933,27 @@ class Runtime:
     def restore(self, data: dict, inp) -> None:
         """Become the runtime :meth:`snapshot` saved (``inp``: a
         ``checkpoint.SnapshotReader`` over the same tables).  A run's probe keys
-        and sorted numbers are computed again, as registering it did."""
+        and sorted numbers are computed again, as registering it did, and so is
+        ``state_bytes`` (each event counted for the first run holding it): the
+        estimate may have changed since the checkpoint was written."""
         time = inp.time
         states = {state.id: state for state in self.nfa.states}
         runs = []
+        self._taken = set()
         for state_id, mu, base_mu, events, first, last, iterations, partition, spent, dead in data["runs"]:
             run = Run(self._places[states[state_id]], inp.mapping(mu), None if base_mu is None else inp.mapping(base_mu),
                       tuple(inp.event(e) for e in events), time(first), time(last),
                       tuple((atom, tuple(inp.mapping(s) for s in its)) for atom, its in iterations),
                       tuple(inp.term(t) for t in partition), spent, dead)
             run.keys = self._probe_keys(run)
+            run.held = self._held_once(run.events)
             run.size = _run_bytes(run)
             runs.append(run)
+        self._taken = set()
         pendings = [_Pending(runs[run], runs[run].state.final_guards, time(deadline), killed)
                     for run, deadline, killed in data["pendings"]]
         parts = []
+        state_bytes = 0
         for saved in data["parts"]:
             part = _Partition(tuple(inp.term(t) for t in saved["key"]))
             for state_id, index, buckets, loose in saved["waiting"]:
@@ -945,10 +974,15 @@ class Runtime:
                 if not entry[2].killed:
                     self._file_pending(part, entry[2])
             part.buffer = [inp.event(e) for e in saved["buffer"]]
+            for event in part.buffer:
+                part.buffer_bytes += _buffered_bytes(event)
             for _, _, r in sorted([(time(t), seq, r) for t, seq, r in saved["ages"]], key=_heap_order):
                 part.ages.add(runs[r])          # (by first τ, then as registered)
             part.runs, part.garbage = saved["runs"], saved["garbage"]
             part.filed, part.dropped = saved["filed"], saved["dropped"]
+            if not part.dropped:        # (a dropped one's buffer counts no more)
+                state_bytes += part.buffer_bytes + sum([r.size for _, r in part.ages.entries() if not r.dead]) + \
+                    sum([entry[2].run.size for entry in part.pending if not entry[2].killed])
             parts.append(part)
         self.partitions = {parts[p].key: parts[p] for p in data["partitions"]}
         self.pending_heap = [(time(d), s, pendings[p]) for d, s, p in data["pending_heap"]]
@@ -958,7 +992,7 @@ class Runtime:
         self.window_end = None if data["window_end"] is None else time(data["window_end"])
         self.tumbling_start = None if data["tumbling_start"] is None else time(data["tumbling_start"])
         self.active_runs, self.peak_runs = data["active_runs"], data["peak_runs"]
-        self.peak_keys, self.state_bytes = data["peak_keys"], data["state_bytes"]
+        self.peak_keys, self.state_bytes = data["peak_keys"], state_bytes
         self.dropped_runs = data["dropped_runs"]
         self.before_start = data.get("before_start", 0)       # (absent from older checkpoints)
 
@@ -1027,19 +1061,7 @@ class Runtime:
         for run in spent:
             part.ages.discard(run)
         if self.needs_buffer:
-            # A guard looks at events after a run's last τ, never before the oldest
-            # run's first: older events are of no use, nor is anything without runs.
-            buffer = part.buffer
-            oldest = part.ages.first_time()
-            if oldest is not None:
-                buffer.extend(events)
-                if buffer[0].time < oldest:
-                    gone = bisect_left(buffer, oldest, key=_event_time)
-                    del buffer[:gone]
-                    part.buffer_start += gone
-            elif buffer:
-                part.buffer_start += len(buffer)
-                buffer.clear()
+            self._keep_for_guards(part, events)
 
     @staticmethod
     @cython.locals(run=Run)
@@ -1249,6 +1271,9 @@ class Runtime:
                 return      # (a match no run goes on from makes no run)
         new = _new_run(step.target_place, mu, base_mu, events, run.first if not is_root else time,
                        time, iterations, partition)
+        # Each event counts once, for the first run that takes it; a run that dies as
+        # it is extended hands its count over (else its events, held on, counted for none).
+        new.held = self._held_once(used) + (run.held if step.hands_over else 0)
         if step.accepting and step.final_guards:
             self._add_pending(part, new, step.final_guards)
         if step.continues:
@@ -1413,6 +1438,76 @@ class Runtime:
     # -- negation ----------------------------------------------------------
 
     @cython.cfunc
+    @cython.locals(part=_Partition, size=cython.Py_ssize_t, grew=cython.bint)
+    def _keep_for_guards(self, part: _Partition, events: list[Event]) -> None:
+        """Buffer the batch's events a guard may need, let go of those none can need
+        any more, and hold the buffer to --max-state-memory."""
+        # A guard looks at events after a run's last τ, never before the oldest
+        # run's first: older events are of no use, nor is anything without runs.
+        oldest = part.ages.first_time()
+        grew = False
+        if oldest is not None:
+            for event in events:
+                if self._guarded(event):
+                    part.buffer.append(event)
+                    size = _buffered_bytes(event)
+                    part.buffer_bytes += size
+                    self.state_bytes += size
+                    grew = True
+        self._trim_buffer(part, oldest)
+        if grew and self.state_bytes > self._max_state_bytes:
+            self._buffer_over(part)
+
+    @cython.cfunc
+    def _guarded(self, event: Event) -> cython.bint:
+        """Whether a guard GPM may match ``event`` under some run's μ: it reads the
+        event's stream and, when the evaluator lists solution keys, has a standalone
+        solution on it (a run gets no solution from an event without its values)."""
+        for gpm in self._guard_gpms:
+            if event.stream in gpm.streams:
+                if self._solution_keys is None:
+                    return True
+                keys = self._solution_keys(gpm, event, ())
+                if keys is None or keys:
+                    return True
+        return False
+
+    @cython.cfunc
+    @cython.locals(part=_Partition, buffer=list, gone=cython.Py_ssize_t, i=cython.Py_ssize_t,
+                   size=cython.Py_ssize_t)
+    def _trim_buffer(self, part: _Partition, oldest) -> None:
+        """Let go of ``part``'s buffered events before ``oldest`` (None: all of them)."""
+        buffer = part.buffer
+        if not buffer or (oldest is not None and buffer[0].time >= oldest):
+            return
+        gone = len(buffer) if oldest is None else bisect_left(buffer, oldest, key=_event_time)
+        size = 0
+        for i in range(gone):
+            size += _buffered_bytes(buffer[i])
+        del buffer[:gone]
+        part.buffer_start += gone
+        part.buffer_bytes -= size
+        self.state_bytes -= size
+
+    @cython.cfunc
+    @cython.locals(part=_Partition, oldest=Run)
+    def _buffer_over(self, part: _Partition) -> None:
+        """The negation buffer took the state past --max-state-memory.  A guard may
+        need any of its events, so neither drop policy drops one: both drop the
+        oldest partial matches, whose start is what holds the oldest events."""
+        if self.limits.policy == FAIL:
+            last = part.buffer[-1]
+            where = f"at time {format_time(last.time, last.is_datetime)}" + self._key_text(part)
+            raise StateLimitError(
+                f"{self._state_text(0)}, reached the limit of {size_text(self._max_state_bytes)} "
+                f"(--max-state-memory) {where}: the buffer keeps the events a negation guard may need, "
+                "from the start of the oldest partial match on; --on-limit drop-oldest or drop-newest "
+                "goes on without the oldest partial matches")
+        while self.state_bytes > self._max_state_bytes and self._evict_oldest(None, part):
+            oldest = part.ages.oldest()
+            self._trim_buffer(part, None if oldest is None else oldest.first)
+
+    @cython.cfunc
     @cython.locals(index=_GuardIndex)
     def _guard_hit(self, part: _Partition, guards, mu, after: Time, before: Time) -> bool:
         """Whether a buffered event strictly between ``after`` and ``before`` matches one
@@ -1498,12 +1593,14 @@ class Runtime:
         return index
 
     @cython.cfunc
+    @cython.locals(size=cython.Py_ssize_t)
     def _add_pending(self, part: _Partition, run: Run, guards) -> None:
         if self.tumbling:
             deadline = self.window_end
         else:
             deadline = run.first + self.window
-        if self._full(part, _PENDING_BYTES) and not self._make_room(part, run, _PENDING_BYTES):
+        size = run.size = _run_bytes(run)
+        if self._full(part, size) and not self._make_room(part, run, size):
             return
         pending = _Pending(run, guards, deadline)
         entry = (deadline, next(self._seq), pending)
@@ -1512,7 +1609,7 @@ class Runtime:
         self._file_pending(part, pending)
         self.active_runs += 1
         part.runs += 1
-        self.state_bytes += _PENDING_BYTES
+        self.state_bytes += size
 
     @cython.cfunc
     @cython.locals(pending=_Pending)
@@ -1594,7 +1691,7 @@ class Runtime:
         part.garbage += 1
         part.runs -= 1
         self.active_runs -= 1
-        self.state_bytes -= _PENDING_BYTES
+        self.state_bytes -= pending.run.size
         return part
 
     # -- windows -----------------------------------------------------------
@@ -1651,6 +1748,7 @@ class Runtime:
         if not part.runs and self._partition_by:
             part.dropped = True
             del self.partitions[part.key]
+            self.state_bytes -= part.buffer_bytes
             if part.filed:
                 self._stale_deadlines += 1
                 if self._stale_deadlines > len(self._deadlines) // 2 + COMPACT_SLACK:
@@ -1768,6 +1866,18 @@ class Runtime:
             self.active_runs -= 1
             self.state_bytes -= run.size
 
+    @cython.cfunc
+    @cython.locals(size=cython.Py_ssize_t)
+    def _held_once(self, events: tuple) -> cython.Py_ssize_t:
+        """The bytes of those of ``events`` that no run took before (_event_bytes):
+        skip-till-any extends many runs with one event, which is held once."""
+        size = 0
+        for event in events:
+            if event not in self._taken:
+                self._taken.add(event)
+                size += _event_bytes(event)
+        return size
+
     # -- limits --------------------------------------------------------------
 
     @cython.cfunc
@@ -1882,20 +1992,29 @@ class Runtime:
 
     def _limit_message(self, part: _Partition, run: Run, scope: _Partition | None, size: int) -> str:
         state = run.state
-        where = f"at x{state.id} [{state.label}], time {format_time(run.last, run.events[-1].is_datetime)}"
-        if self._partition_by:
-            where += ", key (" + ", ".join(str(term) for term in part.key) + ")"
+        where = f"at x{state.id} [{state.label}], time {format_time(run.last, run.events[-1].is_datetime)}" + \
+            self._key_text(part)
         if scope is not None:
             what = (f"{part.runs:,} active runs in one partition reached the limit of "
                     f"{self._max_partition_runs:,} (--max-partition-runs)")
         elif self.active_runs >= self._max_runs:
             what = f"{self.active_runs:,} active runs reached the limit of {self._max_runs:,} (--max-runs)"
         else:
-            what = (f"the state of {self.active_runs:,} active runs, about "
-                    f"{size_text(self.state_bytes + size)}, reached the limit of "
+            what = (f"{self._state_text(size)}, reached the limit of "
                     f"{size_text(self._max_state_bytes)} (--max-state-memory)")
         return (f"{what} {where}; --on-limit drop-oldest or drop-newest goes on without "
                 "the partial matches past the limit")
+
+    def _state_text(self, size: int) -> str:
+        """What --max-state-memory counts, with ``size`` bytes more: 'the state of N
+        active runs (and a negation buffer of M events), about S'."""
+        buffered = sum([len(part.buffer) for part in self.partitions.values()])
+        buffer = f" and a negation buffer of {buffered:,} events" if buffered else ""
+        return f"the state of {self.active_runs:,} active runs{buffer}, about {size_text(self.state_bytes + size)}"
+
+    def _key_text(self, part: _Partition) -> str:
+        """', key (...)': the partition of a limit's message (nothing without PARTITION BY)."""
+        return ", key (" + ", ".join(str(term) for term in part.key) + ")" if self._partition_by else ""
 
     def _make_probes(self) -> dict[Edge, Probe]:
         """Each edge's probe (see the module's docstring), when the evaluator supports them."""
@@ -2091,26 +2210,52 @@ def _bisect(numbers: list, number: float, right: cython.bint) -> cython.Py_ssize
 
 
 RSS_PER_OBJECT_BYTE = 2     # resident memory per byte of objects (_run_bytes)
-_PENDING_BYTES = 400       # a pending match: its object and its two heap entries (x2, as _run_bytes)
+# The resident memory of an event read from a stream (CPython 3.11, pyoxigraph 0.5,
+# short terms): its object, graph name and position, and per triple the triple and
+# its terms' text.  Measured: 640, 760, 1,490 and 5,460 bytes with 1, 2, 5 and 20.
+EVENT_BYTES = 384
+TRIPLE_BYTES = 256
+# A buffered event's slots in the buffer and in its guard's index, whose key and list
+# it may have alone (measured: 1.2 KB per buffered event of 2 triples with its index).
+GUARD_ENTRY_BYTES = 256
 
 
 @cython.cfunc
 @cython.locals(run=Run, size=cython.Py_ssize_t)
 def _run_bytes(run: Run) -> cython.Py_ssize_t:
-    """About the resident memory a run adds (CPython 3.11, 64 bits): the run, its
-    heap and index entries, its mapping, its tuple of events, its Kleene
-    iterations (the events, the terms and earlier iterations' bindings are shared
+    """About the resident memory a run (or a pending match) adds (CPython 3.11, 64
+    bits): the run, its heap and index entries, its mapping, its tuple of events,
+    its Kleene iterations (the terms and earlier iterations' bindings are shared
     with others), times RSS_PER_OBJECT_BYTE: the process's resident set grows by
     about twice what its objects add up to (allocator arenas, over-allocated
     lists, what a batch frees but the arenas keep; measured: 2.0 KB of RSS per
     run of SEQ(A : B+ : C) from 131k to 262k runs, whose objects sum to 0.9 KB),
-    so that --max-state-memory bounds what the machine sees."""
+    so that --max-state-memory bounds what the machine sees.  Plus the events it
+    counts for (``held``, see _extend): each event once, though many runs share it.
+    Measured against it (RSS per run, from 100k to 300k): a pending match of
+    SEQ(A ; N!) holding its one event 1.9 KB, estimated 2.1 KB; a run of SEQ(A ; B)
+    2.1 KB, estimated 2.1 KB (the event was not counted: 1.2 KB, and 0.4 KB for the
+    pending match)."""
     size = 480 + 8 * len(run.events) + 64 * len(run.mu)
     if run.iterations:
         for _, local in run.iterations:
             size += 64 + 8 * len(local)
         size += 64 * len(run.iterations[-1][1][-1])
-    return size * RSS_PER_OBJECT_BYTE
+    return size * RSS_PER_OBJECT_BYTE + run.held
+
+
+@cython.cfunc
+def _event_bytes(event: Event) -> cython.Py_ssize_t:
+    """About the resident memory of ``event`` (see EVENT_BYTES): what a run or the
+    negation buffer holding it counts for it.  Its terms' length is not read (a
+    pass over them per event): an event with long literals counts for less."""
+    return EVENT_BYTES + TRIPLE_BYTES * len(event.triples)
+
+
+@cython.cfunc
+def _buffered_bytes(event: Event) -> cython.Py_ssize_t:
+    """What an event in a negation buffer counts for (see GUARD_ENTRY_BYTES)."""
+    return _event_bytes(event) + GUARD_ENTRY_BYTES
 
 
 def _event_time(event: Event) -> Time:
