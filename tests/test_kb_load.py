@@ -293,6 +293,29 @@ def test_spark_only_for_and_whole_file_errors(spark, tmp_path, dumps, capsys):
     assert quads_of(f"oxigraph:{tmp_path / 'bad'}") == set()
 
 
+@pytest.mark.parametrize("name", ["cut.nt.gz", "cut.nq.bz2"])
+def test_spark_names_a_compressed_file_cut_short_as_the_load_without_it_does(spark, tmp_path, capsys, name):
+    # Spark's own reading failed the job with "An error occurred while calling o77.text."
+    path = tmp_path / name
+    data = "".join(nq(f"s{i}", "p", "o", "g" if name.endswith(".nq.bz2") else None) for i in range(300)).encode()
+    packed = gzip.compress(data) if name.endswith(".gz") else bz2.compress(data)
+    path.write_bytes(packed[:len(packed) * 2 // 3])
+    said = []
+    for where, extra in (("here", []), ("spark", ["--spark", "--spark-master", MASTER])):
+        code, err = load(capsys, str(path), "--into", f"oxigraph:{tmp_path / where}", *extra)
+        assert code == 2, err
+        said.append(err.strip().splitlines()[-1])
+    assert said[0] == said[1] and f"{path}: cannot read it: " in said[1], said
+
+
+def test_a_failed_spark_job_is_told_by_its_deepest_java_cause():
+    from spaseq_plugin.spark.load import _failure
+    text = ("An error occurred while calling o77.text.\n: org.apache.spark.SparkException: Job aborted.\n"
+            "\tat org.apache...\nCaused by: java.io.EOFException: Unexpected end of input stream\n\tat ...")
+    assert _failure(Exception(text)) == "java.io.EOFException: Unexpected end of input stream"
+    assert _failure(Exception(text + "\n  ValueError: a Python one")) == "ValueError: a Python one"
+
+
 # -- a store that cannot commit -----------------------------------------------------------
 
 from rdflib.plugins.stores.memory import Memory      # noqa: E402

@@ -58,9 +58,9 @@ from typing import Callable, Iterator
 import pyoxigraph as ox
 
 from ..errors import SpaseqError
-from ..stores.loading import (BATCH, LINE_FORMATS, KeepFilter, LoadStats, QuadRewriter, RdfFileReader, Reject,
+from ..stores.loading import (BATCH, CHUNK_BYTES, LINE_FORMATS, KeepFilter, LoadStats, QuadRewriter, RdfFileReader, Reject,
                            RejectsFile, parse_lines)
-from ..stores.oxigraph import rdf_format
+from ..stores.oxigraph import open_rdf_file, rdf_format
 from .session import spark_session
 
 QUAD, REJECT, PARTITION, FAILED = "q", "r", "p", "e"     # the kinds of records a partition yields
@@ -85,6 +85,7 @@ def spark_load(files: list[str], loader, *, graph: str | None = None, keep: Keep
     inputs, plan = [], []
     for index, path in enumerate(paths):
         if rdf_format(path) in LINE_FORMATS:
+            _check_compressed(path)
             lines = context.textFile(_hadoop_path(path))
             plan += [(index, split) for split in range(lines.getNumPartitions())]
             inputs.append(lines)
@@ -234,9 +235,24 @@ class _progress:
                 self.say(f"spark:   stage {stage.stageId}: {stage.numCompletedTasks}/{stage.numTasks} tasks done")
 
 
+def _check_compressed(path: str) -> None:
+    """Spark reads a .gz or .bz2 file cut short or corrupt as a failed job, with an
+    EOFException that names neither the file nor the cause: the file is inflated
+    once here first, as the load without Spark reads it, for the same error."""
+    if not path.lower().endswith((".gz", ".bz2")):
+        return
+    try:
+        with open_rdf_file(path) as stream:
+            while stream.read(CHUNK_BYTES):
+                pass
+    except (OSError, EOFError, ValueError) as e:
+        raise SpaseqError(f"{path}: cannot read it: {e}") from None
+
+
 def _failure(error: Exception) -> str:
-    """The Python error in a failed Spark job's message, else its first line."""
+    """The Python error in a failed Spark job's message, else its last Java cause
+    (``Caused by: java.io.IOException: ...``), else its first line."""
     text = str(error)
-    errors = re.findall(r"^\s*(\w+(?:Error|Exception): .*)$", text, re.M)
+    errors = re.findall(r"^\s*(?:Caused by: )?([\w.$]+(?:Error|Exception): .*)$", text, re.M)
     python = [e for e in errors if not e.startswith(("org.", "java.", "py4j", "Py4J"))]
     return (python or errors or [text.splitlines()[0] if text else type(error).__name__])[-1].strip()
