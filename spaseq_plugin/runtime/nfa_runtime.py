@@ -669,6 +669,7 @@ class Runtime:
     _batch_matches = cython.declare(list, visibility="public")
     _batching = cython.declare(cython.bint, visibility="public")
     _memo = cython.declare(dict, visibility="public")
+    _locals = cython.declare(dict, visibility="public")
     _starts = cython.declare(object, visibility="public")
     _deadlines = cython.declare(list, visibility="public")
     _stale_deadlines = cython.declare(cython.longlong, visibility="public")
@@ -727,6 +728,7 @@ class Runtime:
         self._batch_matches: list[Match] = []      # matches of the batch being processed
         self._batching = False
         self._memo: dict[tuple[GpmPattern, Event, frozenset], list[Solution]] = {}
+        self._locals: dict[tuple[int, tuple], tuple[Solution, Solution]] = {}    # per batch: see _local
         self._taken: set[Event] = set()      # events of the batch a run holds (counted once: _held_once)
         # every guard GPM, once: an event none of them can match is not buffered (_guarded)
         self._guard_gpms = tuple({gpm: None for state in self.nfa.states for gpms in
@@ -813,6 +815,8 @@ class Runtime:
             self._memo = {}
         if self._taken:
             self._taken = set()
+        if self._locals:
+            self._locals = {}
         if self.tumbling:
             if self.tumbling_start is not None and time < self.tumbling_start:
                 self.before_start += len(events)
@@ -1186,7 +1190,7 @@ class Runtime:
                 # (the solution itself becomes the run's μ: no μ is ever modified, and the
                 # evaluator's solutions are not either)
                 for solution, used in matches:
-                    self._extend(part, self._root, step, solution, used, time, created, True)
+                    self._extend(part, self._root, step, solution, solution, used, time, created, True)
 
     @cython.cfunc
     def _starts_by_key(self, step: _Step, events: list[Event]) -> dict:
@@ -1244,7 +1248,7 @@ class Runtime:
                 mu = {**base, **solution}
                 if step.guards and self._guard_hit(part, step.guards, mu, run.last, time):
                     continue
-                self._extend(part, run, step, mu, used, time, created, False)
+                self._extend(part, run, step, mu, solution, used, time, created, False)
         if run.spent == (1 << len(steps)) - 1 and not run.dead:
             self._kill(part, run)
             return True
@@ -1252,13 +1256,14 @@ class Runtime:
 
     @cython.cfunc
     @cython.locals(part=_Partition, run=Run, new=Run, step=_Step)
-    def _extend(self, part, run: Run, step: _Step, mu, used, time, created, is_root) -> None:
+    def _extend(self, part, run: Run, step: _Step, mu, solution, used, time, created, is_root) -> None:
+        """The run ``run`` goes on by ``step`` with the evaluator's ``solution`` (``mu``:
+        the run's bindings with it): a match, a new run, or both."""
         iterations = run.iterations
         base_mu = None
         if step.kleene_atom is not None:
             base_mu = run.base_mu if step.loop else run.mu
-            local = {k: v for k, v in mu.items() if k not in base_mu}
-            iterations = _append_iteration(iterations, step.kleene_atom, local)
+            iterations = _append_iteration(iterations, step.kleene_atom, self._local(solution, base_mu))
         partition = part.key
         if self._partition_by and (is_root or step.loop):
             # a Kleene iteration binds its own values too (the key may be local to it)
@@ -1278,6 +1283,25 @@ class Runtime:
             self._add_pending(part, new, step.final_guards)
         if step.continues:
             created.append(new)
+
+    @cython.cfunc
+    @cython.locals(new=list)
+    def _local(self, solution, base_mu):
+        """What a Kleene iteration binds: ``solution`` without the variables of
+        ``base_mu``, one dict for all the runs the batch extends with ``solution``
+        (the evaluators share it among them).  _run_bytes counts iterations'
+        bindings as shared, and a copy per run is not: under drop-oldest the live
+        runs are the newest, of no common ancestor, and their copies grew by a
+        dict per run at every event, unbounded by --max-state-memory."""
+        new = [v for v in solution if v not in base_mu]
+        if len(new) == len(solution):
+            return solution
+        key = (id(solution), tuple(new))
+        found = self._locals.get(key)
+        if found is None:
+            # (the entry holds the solution, so its id is not reused within the batch)
+            found = self._locals[key] = (solution, {v: solution[v] for v in new})
+        return found[1]
 
     @cython.cfunc
     @cython.locals(step=_Step, streams=list, i=cython.Py_ssize_t, n=cython.Py_ssize_t, k=cython.Py_ssize_t)
