@@ -169,6 +169,7 @@ from __future__ import annotations
 
 import itertools
 from bisect import bisect_left
+from collections import deque
 from heapq import heapify, heappop, heappush
 from operator import itemgetter
 from dataclasses import dataclass
@@ -429,30 +430,31 @@ class _Ages:
     τs in a heap, each with its runs in the order they were registered (so the
     oldest run is the first registered of the least τ).  Skip-till-any makes many
     runs of one start: one heap entry per start time, comparing plain times, costs
-    a fraction of a heap of (τ, seq, run) tuples.  A run whose edges are all
-    spent leaves at once (:meth:`discard`: strict contiguity spends most runs
-    long before their window ends, and a run kept until then is freed cold);
-    other dead runs stay until expiry, :meth:`oldest` or :meth:`compact` meets
-    them.  A first τ whose runs all left stays in the heap until it comes up."""
+    a fraction of a heap of (τ, seq, run) tuples.  Each τ's runs are a deque:
+    drop-oldest takes them from the front one at a time, and a list moved all the
+    others down at each.  A run whose edges are all spent leaves at once
+    (:meth:`discard`: strict contiguity spends most runs long before their window
+    ends, and a run kept until then is freed cold); other dead runs stay until
+    expiry, :meth:`oldest` or :meth:`compact` meets them.  A first τ whose runs
+    all left stays in the heap until it comes up."""
     times = cython.declare(list, visibility="public")       # the distinct first τs: a heap
-    runs = cython.declare(dict, visibility="public")        # first τ -> its runs, oldest first
+    runs = cython.declare(dict, visibility="public")        # first τ -> a deque of its runs, oldest first
 
     def __init__(self):
         self.times = []
         self.runs = {}
 
     @cython.ccall
-    @cython.locals(run=Run, runs=list)
+    @cython.locals(run=Run)
     def add(self, run: Run) -> None:
         runs = self.runs.get(run.first)
         if runs is None:
-            self.runs[run.first] = [run]
+            self.runs[run.first] = deque((run,))
             heappush(self.times, run.first)
         else:
             runs.append(run)
 
     @cython.ccall
-    @cython.locals(runs=list)
     def discard(self, run: Run) -> None:
         """Forget ``run`` (dead), found among the runs of its first τ, unless they are
         more than DISCARD_AMONG: then it stays until expiry, :meth:`oldest` or
@@ -486,7 +488,7 @@ class _Ages:
         return expired
 
     @cython.ccall
-    @cython.locals(runs=list, dead=cython.Py_ssize_t, n=cython.Py_ssize_t)
+    @cython.locals(run=Run)
     def oldest(self) -> Run | None:
         """The oldest live run (the dead ones before it are dropped); None: none."""
         times = self.times
@@ -495,24 +497,21 @@ class _Ages:
             if runs is None:
                 heappop(times)
                 continue
-            n = len(runs)
-            dead = 0
-            while dead < n and runs[dead].dead:
-                dead += 1
-            if dead < n:
-                if dead:
-                    del runs[:dead]
-                return runs[0]
+            while runs:
+                run = runs[0]
+                if not run.dead:
+                    return run
+                runs.popleft()
             del self.runs[heappop(times)]
         return None
 
     @cython.ccall
-    @cython.locals(live=dict, runs=list, kept=list, run=Run)
+    @cython.locals(live=dict, run=Run)
     def compact(self) -> None:
         """Forget the dead runs."""
         live = {}
         for first, runs in self.runs.items():
-            kept = [run for run in runs if not run.dead]
+            kept = deque([run for run in runs if not run.dead])
             if kept:
                 live[first] = kept
         self.runs = live
@@ -669,6 +668,7 @@ class Runtime:
     _batch_matches = cython.declare(list, visibility="public")
     _batching = cython.declare(cython.bint, visibility="public")
     _memo = cython.declare(dict, visibility="public")
+    _locals = cython.declare(dict, visibility="public")
     _starts = cython.declare(object, visibility="public")
     _deadlines = cython.declare(list, visibility="public")
     _stale_deadlines = cython.declare(cython.longlong, visibility="public")
@@ -727,6 +727,7 @@ class Runtime:
         self._batch_matches: list[Match] = []      # matches of the batch being processed
         self._batching = False
         self._memo: dict[tuple[GpmPattern, Event, frozenset], list[Solution]] = {}
+        self._locals: dict[tuple[int, tuple], tuple[Solution, Solution]] = {}    # per batch: see _local
         self._taken: set[Event] = set()      # events of the batch a run holds (counted once: _held_once)
         # every guard GPM, once: an event none of them can match is not buffered (_guarded)
         self._guard_gpms = tuple({gpm: None for state in self.nfa.states for gpms in
@@ -813,6 +814,8 @@ class Runtime:
             self._memo = {}
         if self._taken:
             self._taken = set()
+        if self._locals:
+            self._locals = {}
         if self.tumbling:
             if self.tumbling_start is not None and time < self.tumbling_start:
                 self.before_start += len(events)
@@ -1186,7 +1189,7 @@ class Runtime:
                 # (the solution itself becomes the run's μ: no μ is ever modified, and the
                 # evaluator's solutions are not either)
                 for solution, used in matches:
-                    self._extend(part, self._root, step, solution, used, time, created, True)
+                    self._extend(part, self._root, step, solution, solution, used, time, created, True)
 
     @cython.cfunc
     def _starts_by_key(self, step: _Step, events: list[Event]) -> dict:
@@ -1244,7 +1247,7 @@ class Runtime:
                 mu = {**base, **solution}
                 if step.guards and self._guard_hit(part, step.guards, mu, run.last, time):
                     continue
-                self._extend(part, run, step, mu, used, time, created, False)
+                self._extend(part, run, step, mu, solution, used, time, created, False)
         if run.spent == (1 << len(steps)) - 1 and not run.dead:
             self._kill(part, run)
             return True
@@ -1252,13 +1255,14 @@ class Runtime:
 
     @cython.cfunc
     @cython.locals(part=_Partition, run=Run, new=Run, step=_Step)
-    def _extend(self, part, run: Run, step: _Step, mu, used, time, created, is_root) -> None:
+    def _extend(self, part, run: Run, step: _Step, mu, solution, used, time, created, is_root) -> None:
+        """The run ``run`` goes on by ``step`` with the evaluator's ``solution`` (``mu``:
+        the run's bindings with it): a match, a new run, or both."""
         iterations = run.iterations
         base_mu = None
         if step.kleene_atom is not None:
             base_mu = run.base_mu if step.loop else run.mu
-            local = {k: v for k, v in mu.items() if k not in base_mu}
-            iterations = _append_iteration(iterations, step.kleene_atom, local)
+            iterations = _append_iteration(iterations, step.kleene_atom, self._local(solution, base_mu))
         partition = part.key
         if self._partition_by and (is_root or step.loop):
             # a Kleene iteration binds its own values too (the key may be local to it)
@@ -1278,6 +1282,25 @@ class Runtime:
             self._add_pending(part, new, step.final_guards)
         if step.continues:
             created.append(new)
+
+    @cython.cfunc
+    @cython.locals(new=list)
+    def _local(self, solution, base_mu):
+        """What a Kleene iteration binds: ``solution`` without the variables of
+        ``base_mu``, one dict for all the runs the batch extends with ``solution``
+        (the evaluators share it among them).  _run_bytes counts iterations'
+        bindings as shared, and a copy per run is not: under drop-oldest the live
+        runs are the newest, of no common ancestor, and their copies grew by a
+        dict per run at every event, unbounded by --max-state-memory."""
+        new = [v for v in solution if v not in base_mu]
+        if len(new) == len(solution):
+            return solution
+        key = (id(solution), tuple(new))
+        found = self._locals.get(key)
+        if found is None:
+            # (the entry holds the solution, so its id is not reused within the batch)
+            found = self._locals[key] = (solution, {v: solution[v] for v in new})
+        return found[1]
 
     @cython.cfunc
     @cython.locals(step=_Step, streams=list, i=cython.Py_ssize_t, n=cython.Py_ssize_t, k=cython.Py_ssize_t)
