@@ -521,6 +521,45 @@ def test_the_join_step_limit_leaves_a_join_within_it_whole():
     assert len(list(engine.run(product_events(300)))) == 299 and engine.stats.dropped_runs == 1
 
 
+def not_negated(condition: str) -> str:
+    """"An a not followed by an n that meets ``condition`` within 1,000 s"."""
+    return PREFIX + """SELECT ?x WITHIN 1000 SECONDS FROM STREAM S <http://example.org/s> WHERE {
+      SEQ (A ; N!)
+      DEFINE GPM A ON S { ?x :kind "a" ; :v ?v }
+      DEFINE GPM N ON S { ?y :kind "n" ; :v ?w . FILTER(%s) } }""" % condition
+
+
+def a_then_n(count: int, a_value=lambda i: f"'a{i}'", n_value=lambda i: f"'n{i}'") -> list:
+    """An a at each odd time and an n after it, of the values ``a_value(i)`` and
+    ``n_value(i)`` (Turtle objects; by default strings no n shares with an a)."""
+    stream = []
+    for i in range(count):
+        stream.append(event("s", 2 * i + 1, f":a{i} :kind 'a' ; :v {a_value(i)} ."))
+        stream.append(event("s", 2 * i + 2, f":n{i} :kind 'n' ; :v {n_value(i)} ."))
+    return stream
+
+
+@pytest.mark.parametrize("policy", ["fail", "drop-newest", "drop-oldest"])
+def test_a_guard_tried_on_every_pending_match_stops_at_the_join_step_limit(policy):
+    """A guard joined to its pending matches only through a FILTER it cannot be filed
+    by tries each of them on each of its events: 20,000 events took 80 s, and no
+    limit bounded the work of one event.  Each pending match tried is a join step; past
+    the limit drop policies drop those left untried (kept, they could be emitted though
+    the guard matched)."""
+    query, events = not_negated("STR(?w) = STR(?v)"), a_then_n(30)
+    engine = Engine(query, state_limits=StateLimits(max_join_steps=10, policy=policy))
+    if policy == "fail":
+        with pytest.raises(LimitError) as caught:
+            list(engine.run(events))
+        assert "negation guard N was tried on more than 10 pending matches (--max-join-steps) " \
+               "on the event at time 22" in str(caught.value)
+        return
+    results = list(engine.run(events))
+    assert sorted(r.bindings["x"].value for r in results) == sorted(f"{EX}a{i}" for i in range(10))
+    assert engine.stats.dropped_runs == 20
+    assert len(list(Engine(query, state_limits=StateLimits(max_join_steps=None)).run(events))) == 30
+
+
 def test_a_cut_join_is_told_for_each_mapping():
     """evaluate() under a step limit raises with each mapping's solutions and the limit."""
     from spaseq_plugin.evaluators.protocol import TooManySolutions

@@ -156,6 +156,8 @@ evaluator protocol; ``_too_many_solutions``).  Time bounds a third: a GPM's join
 on one event whose FILTER rejects nearly every combination makes no solution
 for the cap to see, so the evaluator also stops after ``max_join_steps`` rows
 tried (``limit_steps``), and the policy treats that cut as the solutions' one.
+The runtime counts the pending matches a guard is tried on for one event
+against the same limit (``_try_pending``): those it cannot file try them all.
 """
 
 from __future__ import annotations
@@ -548,7 +550,7 @@ class _Partition:
     buffer_start = cython.declare(cython.longlong, visibility="public")
     guard_indexes = cython.declare(dict, visibility="public")
     pending_indexes = cython.declare(dict, visibility="public")
-    pending_scans = cython.declare(list, visibility="public")
+    pending_scans = cython.declare(dict, visibility="public")
     ages = cython.declare(_Ages, visibility="public")
     runs = cython.declare(cython.Py_ssize_t, visibility="public")
     garbage = cython.declare(cython.Py_ssize_t, visibility="public")
@@ -565,7 +567,7 @@ class _Partition:
         # (made when first needed: a partition per key, most of them without negation)
         self.guard_indexes = None    # (GPM, variables) -> _GuardIndex
         self.pending_indexes = None  # (guard GPM, variables) -> value tuple -> pending matches
-        self.pending_scans = None    # (pending match, guard GPM) of guards that cannot be filed
+        self.pending_scans = None    # guard GPM -> the pending matches it cannot be filed for
         self.ages = _Ages()
         self.runs = 0            # live runs and pending matches
         self.garbage = 0         # runs dead since the indexes were last compacted
@@ -651,6 +653,7 @@ class Runtime:
     _max_runs = cython.declare(cython.longlong, visibility="public")
     _max_partition_runs = cython.declare(cython.longlong, visibility="public")
     _max_state_bytes = cython.declare(cython.longlong, visibility="public")
+    _max_join_steps = cython.declare(cython.longlong, visibility="public")
     _batch_matches = cython.declare(list, visibility="public")
     _batching = cython.declare(cython.bint, visibility="public")
     _memo = cython.declare(dict, visibility="public")
@@ -707,6 +710,7 @@ class Runtime:
         self._max_runs = min(self.limits.max_runs or unlimited, unlimited)
         self._max_partition_runs = min(self.limits.max_partition_runs or unlimited, unlimited)
         self._max_state_bytes = min(self.limits.max_state_bytes or unlimited, unlimited)
+        self._max_join_steps = min(self.limits.max_join_steps or unlimited, unlimited)
         self._batch_matches: list[Match] = []      # matches of the batch being processed
         self._batching = False
         self._memo: dict[tuple[GpmPattern, Event, frozenset], list[Solution]] = {}
@@ -1524,8 +1528,12 @@ class Runtime:
             variables = self._guard_variables(gpm, mu)
             if variables is None:
                 if part.pending_scans is None:
-                    part.pending_scans = []
-                part.pending_scans.append((pending, gpm))
+                    part.pending_scans = {}
+                scanned = part.pending_scans.get(gpm)
+                if scanned is None:
+                    part.pending_scans[gpm] = [pending]
+                else:
+                    scanned.append(pending)
                 continue
             if part.pending_indexes is None:
                 part.pending_indexes = {}
@@ -1540,29 +1548,23 @@ class Runtime:
                 listed.append(pending)
 
     @cython.cfunc
-    @cython.locals(pending=_Pending)
     def _check_pending(self, part: _Partition, events: list[Event]) -> None:
         """Kill the pending matches one of whose guards matches an event of the batch.
         Each guard GPM's solution keys on the batch's events name the pending matches
         filed under them (``_file_pending``): only those are evaluated, not every pending
-        match on every event.  Those killed stay in the heap and the files until the
+        match on every event; those of a guard that cannot be filed are all tried
+        (``pending_scans``).  Those killed stay in the heap and the files until the
         partition is compacted (``_compact``), skipped."""
-        if part.pending_scans:
-            kept = []
-            for pending, gpm in part.pending_scans:
-                if pending.killed:
-                    continue
-                if self._scan_hit(events, (gpm,), pending.run.mu, None, None):
-                    self._retire(pending)
-                else:
-                    kept.append((pending, gpm))
-            part.pending_scans = kept
-        if not part.pending_indexes:
-            return
-        for (gpm, variables), by_key in part.pending_indexes.items():
-            streams = gpm.streams
-            for event in events:
-                if event.stream not in streams:
+        for event in events:
+            tried: dict = {}    # guard GPM -> pending matches it was tried on for the event
+            if part.pending_scans:
+                for gpm, scanned in part.pending_scans.items():
+                    if event.stream in gpm.streams:
+                        self._try_pending(gpm, event, scanned, tried)
+            if not part.pending_indexes:
+                continue
+            for (gpm, variables), by_key in part.pending_indexes.items():
+                if event.stream not in gpm.streams:
                     continue
                 keys = self._solution_keys(gpm, event, variables)
                 if keys is None:
@@ -1572,9 +1574,38 @@ class Runtime:
                 else:
                     candidates = [listed for key, listed in by_key.items() if key in keys]
                 for listed in candidates:
-                    for pending in listed:
-                        if not pending.killed and self._evaluate(gpm, event, pending.run.mu, False):
-                            self._retire(pending)
+                    self._try_pending(gpm, event, listed, tried)
+        if part.pending_scans:
+            scans = {}
+            for gpm, scanned in part.pending_scans.items():
+                kept = [pending for pending in scanned if not pending.killed]
+                if kept:
+                    scans[gpm] = kept
+            part.pending_scans = scans
+
+    @cython.cfunc
+    @cython.locals(pending=_Pending, count=cython.longlong, dropped=cython.longlong)
+    def _try_pending(self, gpm: GpmPattern, event: Event, pendings: list, tried: dict) -> None:
+        """Kill those of ``pendings`` that ``gpm`` matches on ``event``.  Each pending
+        match tried is a row of the guard's join on the event (``tried`` counts them, per
+        GPM): past --max-join-steps the policy decides, and drop policies drop the rest
+        untried, since keeping them could emit a match the guard would have killed."""
+        count = tried.get(gpm, 0)
+        dropped = 0
+        for pending in pendings:
+            if pending.killed:
+                continue
+            if count < self._max_join_steps:
+                count += 1
+                if self._evaluate(gpm, event, pending.run.mu, False):
+                    self._retire(pending)
+            else:
+                self._retire(pending)
+                dropped += 1
+        tried[gpm] = count
+        if dropped:
+            self._past_the_cap(f"negation guard {gpm.name} was tried on more than {self._max_join_steps:,} "
+                               "pending matches (--max-join-steps)", self._event_text(event), dropped)
 
     @cython.cfunc
     def _emit_due_pending(self, time: Time) -> None:
@@ -1864,12 +1895,17 @@ class Runtime:
         """A GPM's solutions on an event went past --max-runs, or its join past
         ``steps``, --max-join-steps (the evaluator stopped there): the first ones,
         the cut counted as one dropped."""
-        name = "" if event.name is None else f" {event.name}"
-        read = "" if event.position is None else f" (read at {event.position})"
         what = f"GPM {gpm.name} has more than {self._max_runs:,} solutions (--max-runs)" if steps is None else \
             f"GPM {gpm.name} took more than {steps:,} join steps (--max-join-steps)"
-        self._past_the_cap(what, f"the event{name} at time {format_time(event.time, event.is_datetime)}{read}", 1)
+        self._past_the_cap(what, self._event_text(event), 1)
         return solutions[:self._max_runs]
+
+    @staticmethod
+    def _event_text(event: Event) -> str:
+        """An event as a limit's message names it: its graph, time and where it was read."""
+        name = "" if event.name is None else f" {event.name}"
+        read = "" if event.position is None else f" (read at {event.position})"
+        return f"the event{name} at time {format_time(event.time, event.is_datetime)}{read}"
 
     def _past_the_cap(self, what: str, where: str, dropped: int) -> None:
         """A product went past --max-runs where it is made, before any run counts it
