@@ -296,7 +296,9 @@ def _witness(draw, g: G, state: dict, stream: int, time: int, subjects: dict) ->
             if g.filt and g.filt[0] == "cmp":
                 _, op, other, mine_first, extra = g.filt
                 bound = number(state.get(other))
-                if bound is not None:
+                if bound is not None and op == "=":
+                    low, high = bound - decimal.Decimal("0.5"), bound + decimal.Decimal("0.5")
+                elif bound is not None:
                     strict = op in ("<", ">")
                     below = (op in ("<", "<=")) == mine_first
                     if below:
@@ -339,7 +341,7 @@ def scenarios(draw, force: str | None = None, max_noise: int = 6):
         if val and draw(st.integers(0, 2)) == 2:
             others = [o.v for o in gpms if o.v and o.v != g.v]
             if others and draw(st.booleans()):
-                op = draw(st.sampled_from([">", ">=", "<", "<="]))
+                op = draw(st.sampled_from([">", ">=", "<", "<=", "="]))
                 g.filt = ("cmp", op, draw(st.sampled_from(others)), draw(st.booleans()),
                           draw(st.sampled_from(["", "", f" && {g.v} != 3"])))
             else:

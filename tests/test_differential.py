@@ -5,7 +5,7 @@ itself; the engine compiles it and runs the automaton with the SPECTRA fast
 path.  Hypothesis draws random valid queries and their events
 (tests/helpers.py: one to four atoms with + ? ! suffixes, conjunction and
 disjunction groups, reused GPMs, UNION and OPTIONAL bodies, joins on the
-subject, kind, location and value, FILTER comparisons between GPMs; the
+subject, kind, location and value, FILTER comparisons and equalities between GPMs; the
 operators , ; :, WITHIN spans, TUMBLING windows with or without a start,
 PARTITION BY; SELECT *, variables, aggregates, DISTINCT, CONSTRUCT; one to
 three streams with simultaneous events; integer, decimal and dateTime

@@ -39,6 +39,7 @@ if not cython.compiled:
 
 XSD = "http://www.w3.org/2001/XMLSchema#"
 XSD_STRING = XSD + "string"
+_XSD_FLOAT = XSD + "float"
 RDF_LANG_STRING = "http://www.w3.org/1999/02/22-rdf-syntax-ns#langString"
 _INTEGER_TYPES = frozenset(XSD + t for t in (
     "integer", "int", "long", "short", "byte", "nonNegativeInteger", "positiveInteger",
@@ -359,6 +360,28 @@ def equal(a: tuple, b: tuple) -> bool:
     if ca == "lit" or cb == "lit":
         raise Unsupported("= with a literal of unknown datatype")
     return False
+
+
+def equality_key(term):
+    """A hashable key that every term SPARQL ``=`` may find equal to ``term`` shares,
+    so that terms of other keys are certainly not equal to it; None when this module
+    cannot say (such a term may equal any).  Numbers go by their value as a double:
+    ``=`` promotes to the wider type, and equal values round to the same double
+    (1, 1.0 and "01"^^xsd:integer share one key).  xsd:float is left out: Oxigraph
+    keeps it in single precision, which a double does not model.  Not keyed either:
+    literals of other datatypes and dateTimes without a time zone (Oxigraph decides
+    their ``=``), and ill-typed literals."""
+    try:
+        category, payload = native(term)
+    except Unsupported:
+        return None
+    if category == "num":
+        if term.datatype.value == _XSD_FLOAT:
+            return None
+        return "num", float(payload[1])
+    if category == "lit" or (category == "dt" and payload.tzinfo is None):
+        return None
+    return category, payload
 
 
 @cython.ccall

@@ -79,7 +79,7 @@ from .protocol import Solution, Term, TooManySolutions, term_text
 from ..kb import KnowledgeBase, checked_rows, solution_count
 from ..rdflib_terms import rdflib_to_ox, unalias
 from .sparql_values import (MAX_CACHED_TERM_CHARS, RevisitedTermCache, Unsupported, canonical, canonical_literal,
-                            native)
+                            equality_key, native)
 
 MATERIALIZE, LOOKUP = "materialize", "lookup"
 KB_LOOKUPS_KEPT = 100_000       # event values whose KB rows a looked-up GRAPH join remembers
@@ -132,6 +132,7 @@ class Plan:
     bound = cython.declare(frozenset, visibility="public")         # what it binds (every solution binds them all)
     mentioned = cython.declare(object, visibility="public")
     comparisons = cython.declare(tuple, visibility="public")       # stateful ?a op ?b, both ways round (see comparisons)
+    equalities = cython.declare(tuple, visibility="public")        # stateful ?a = ?b, ?a bound (see equalities)
     shape = cython.declare(object, visibility="public")            # its shape's number: equal, same solutions up to variable names
     names = cython.declare(tuple, visibility="public")             # the variables in shape order
     orders = cython.declare(dict, visibility="public")             # view sizes -> join steps (see _steps)
@@ -143,7 +144,7 @@ class Plan:
 
     def __init__(self, patterns: list[_Pattern], local_filters: list, stateful_filters: list,
                  kb: list[_KbJoin], bound: frozenset[str], mentioned: frozenset[str],
-                 comparisons: tuple, shape: int, names: tuple[str, ...], unproven: dict):
+                 comparisons: tuple, shape: int, names: tuple[str, ...], unproven: dict, equalities: tuple):
         self.patterns = patterns
         self.local_filters = local_filters
         self.stateful_filters = stateful_filters
@@ -159,6 +160,7 @@ class Plan:
         self.bound_order = tuple(sorted(bound))
         self.stateful_reads = tuple(sorted(mentioned - bound))
         self.unproven = unproven
+        self.equalities = equalities
 
 
 @cython.cclass
@@ -362,6 +364,16 @@ class SpectraEvaluator:
 
     order_number = staticmethod(_order_number)
 
+    def equalities(self, gpm: GpmPattern) -> tuple[tuple[str, str], ...]:
+        """``(?a, ?b)`` for each stateful FILTER conjunct ``?a = ?b`` (either way round)
+        where ``gpm`` binds ?a and not ?b: a solution is kept only if ?a's value is
+        equal to ?b's, which a run's or pending match's value of ?b finds among the
+        solutions' values of ?a by :meth:`equality_key`."""
+        plan = self.plan(gpm)
+        return () if plan is None else plan.equalities
+
+    equality_key = staticmethod(equality_key)
+
     @cython.locals(state=_EventState)
     def solution_keys(self, gpm: GpmPattern, event: Event, variables: tuple[str, ...]) -> dict | None:
         """The values of ``variables`` (from :meth:`certain_variables`) in ``gpm``'s
@@ -447,7 +459,7 @@ class SpectraEvaluator:
             kb_vars = set().union(*(p.vars for p in patterns))
             kb_joins.append(self._kb_join(graph, patterns, tuple(sorted(kb_vars & bound))))
             bound |= kb_vars
-        local, stateful, comparisons, local_exprs, unproven = [], [], [], [], {}
+        local, stateful, comparisons, local_exprs, unproven, equalities = [], [], [], [], {}, []
         for expr in exprs:
             needed = variables(expr)
             keep = compile_filter(expr)
@@ -459,12 +471,13 @@ class SpectraEvaluator:
                 for comparison in _comparison(expr):
                     comparisons.append(comparison)
                     unproven[comparison] = len(stateful) - 1
+                equalities += [(a, b) for a, b in _equality(expr) if a in bound and b not in bound]
         for comparison, index in unproven.items():
             unproven[comparison] = stateful[:index] + stateful[index + 1:]
         shape, names = _shape(event_patterns, graphs, local_exprs)
         shape = self._shapes.setdefault(shape, len(self._shapes))
         return Plan(event_patterns, local, stateful, kb_joins, frozenset(bound), gpm.mentioned,
-                    tuple(comparisons), shape, names, unproven)
+                    tuple(comparisons), shape, names, unproven, tuple(equalities))
 
     def _kb_join(self, graph: str, patterns: list[_Pattern], shared: tuple[str, ...]) -> _KbJoin:
         join = _KbJoin(graph, patterns, shared)
@@ -717,6 +730,14 @@ def _pattern(triple) -> _Pattern:
 
 
 _FLIPPED = {"<": ">", "<=": ">=", ">": "<", ">=": "<="}
+
+
+def _equality(expr) -> list[tuple[str, str]]:
+    if isinstance(expr, CompValue) and expr.name == "RelationalExpression" and expr.op == "=" \
+            and isinstance(expr.expr, Variable) and isinstance(expr.other, Variable):
+        a, b = str(expr.expr), str(expr.other)
+        return [(a, b), (b, a)]
+    return []
 
 
 def _comparison(expr) -> list[tuple[str, str, str]]:

@@ -40,7 +40,11 @@ semantics.md):
   each, by their values of the variables the GPM binds and the run has bound
   (``solution_keys``, as for probes below), and a run tries only the events
   filed under its values (``_GuardIndex``).  "Order placed; not cancelled;
-  shipped" then costs a lookup per shipment, not a pass over the window.
+  shipped" then costs a lookup per shipment, not a pass over the window.  A
+  variable the GPM binds that a FILTER conjunct ``?a = ?b`` equates with one
+  the run has bound files by its value's ``equality_key`` (``=`` compares
+  values: 1 = 1.0); a value without one (a literal of an unknown datatype)
+  may equal any: a run's is not filed by it, an event's is tried by every run.
   Pending matches are filed the same way, by their values of their guards'
   variables: an event's solution keys name the few it may kill
   (``_check_pending``), where every pending match was tried on every event.
@@ -163,6 +167,8 @@ evaluator protocol; ``_too_many_solutions``).  Time bounds a third: a GPM's join
 on one event whose FILTER rejects nearly every combination makes no solution
 for the cap to see, so the evaluator also stops after ``max_join_steps`` rows
 tried (``limit_steps``), and the policy treats that cut as the solutions' one.
+The runtime counts the pending matches a guard is tried on for one event
+against the same limit (``_try_pending``): those it cannot file try them all.
 """
 
 from __future__ import annotations
@@ -525,21 +531,21 @@ class _Ages:
 
 @cython.cclass
 class _GuardIndex:
-    """One guard GPM's events in a partition's negation buffer, by their values of
-    ``variables`` in its standalone solutions (``solution_keys``): a run whose
-    values are not among an event's gets no solution from it, so it tries only the
+    """One guard GPM's events in a partition's negation buffer, by their keys under
+    ``spec`` (``_guard_spec``, ``_event_keys``): a run whose key is not among
+    an event's gets no solution from it, so it tries only the
     events filed under its own values, and those the evaluator could not list.
     Events are added once each, as the buffer grows; those that left the buffer
     stay until the index is made again (a run never looks back that far: they are
     older than its last τ, as every buffered event it could need is newer)."""
-    variables = cython.declare(tuple, visibility="public")
-    by_key = cython.declare(dict, visibility="public")     # value tuple -> events, in buffer order
+    spec = cython.declare(tuple, visibility="public")
+    by_key = cython.declare(dict, visibility="public")     # key -> events, in buffer order
     unlisted = cython.declare(list, visibility="public")   # events solution_keys could not answer for
     start = cython.declare(cython.longlong, visibility="public")    # buffer position of its first event
     upto = cython.declare(cython.longlong, visibility="public")     # buffer position it has read up to
 
-    def __init__(self, variables: tuple, start: int):
-        self.variables = variables
+    def __init__(self, spec: tuple, start: int):
+        self.spec = spec
         self.by_key = {}
         self.unlisted = []
         self.start = self.upto = start
@@ -557,7 +563,7 @@ class _Partition:
     buffer_bytes = cython.declare(cython.longlong, visibility="public")
     guard_indexes = cython.declare(dict, visibility="public")
     pending_indexes = cython.declare(dict, visibility="public")
-    pending_scans = cython.declare(list, visibility="public")
+    pending_scans = cython.declare(dict, visibility="public")
     ages = cython.declare(_Ages, visibility="public")
     runs = cython.declare(cython.Py_ssize_t, visibility="public")
     garbage = cython.declare(cython.Py_ssize_t, visibility="public")
@@ -573,9 +579,9 @@ class _Partition:
         self.buffer_start = 0    # how many events have left the buffer: the position of its first
         self.buffer_bytes = 0    # their estimated size (_buffered_bytes), counted in Runtime.state_bytes
         # (made when first needed: a partition per key, most of them without negation)
-        self.guard_indexes = None    # (GPM, variables) -> _GuardIndex
-        self.pending_indexes = None  # (guard GPM, variables) -> value tuple -> pending matches
-        self.pending_scans = None    # (pending match, guard GPM) of guards that cannot be filed
+        self.guard_indexes = None    # (GPM, _guard_spec) -> _GuardIndex
+        self.pending_indexes = None  # (guard GPM, _guard_spec) -> key -> pending matches
+        self.pending_scans = None    # guard GPM -> the pending matches it cannot be filed for
         self.ages = _Ages()
         self.runs = 0            # live runs and pending matches
         self.garbage = 0         # runs dead since the indexes were last compacted
@@ -665,6 +671,7 @@ class Runtime:
     _max_runs = cython.declare(cython.longlong, visibility="public")
     _max_partition_runs = cython.declare(cython.longlong, visibility="public")
     _max_state_bytes = cython.declare(cython.longlong, visibility="public")
+    _max_join_steps = cython.declare(cython.longlong, visibility="public")
     _batch_matches = cython.declare(list, visibility="public")
     _batching = cython.declare(cython.bint, visibility="public")
     _memo = cython.declare(dict, visibility="public")
@@ -681,6 +688,8 @@ class Runtime:
     _holding = cython.declare(cython.bint, visibility="public")
     _solution_keys = cython.declare(object, visibility="public")
     _certain = cython.declare(dict, visibility="public")
+    _equalities = cython.declare(object, visibility="public")
+    _equality_key = cython.declare(object, visibility="public")
     _probes = cython.declare(dict, visibility="public")
     _placement = cython.declare(object, visibility="public")
     _partition_by = cython.declare(object, visibility="public")
@@ -724,6 +733,7 @@ class Runtime:
         self._max_runs = min(self.limits.max_runs or unlimited, unlimited)
         self._max_partition_runs = min(self.limits.max_partition_runs or unlimited, unlimited)
         self._max_state_bytes = min(self.limits.max_state_bytes or unlimited, unlimited)
+        self._max_join_steps = min(self.limits.max_join_steps or unlimited, unlimited)
         self._batch_matches: list[Match] = []      # matches of the batch being processed
         self._batching = False
         self._memo: dict[tuple[GpmPattern, Event, frozenset], list[Solution]] = {}
@@ -758,7 +768,10 @@ class Runtime:
         # ... unless it lists each event's solution keys: then guards index the buffer
         self._solution_keys = getattr(evaluator, "solution_keys", None) \
             if self.needs_buffer and hasattr(evaluator, "certain_variables") else None
-        self._certain: dict[GpmPattern, frozenset[str] | None] = {}    # certain_variables, asked once
+        # certain_variables and equalities, asked once
+        self._certain: dict[GpmPattern, tuple[frozenset[str], tuple]] = {}
+        self._equality_key = getattr(evaluator, "equality_key", None)
+        self._equalities = getattr(evaluator, "equalities", None) if self._equality_key is not None else None
         self._probes: dict[Edge, Probe] = self._make_probes()
         self._placement = distinct_placement(compiled, evaluator)
         self._partition_by = compiled.partition_by
@@ -1544,7 +1557,7 @@ class Runtime:
             if index is None:
                 scanned.append(gpm)
                 continue
-            for events in (index.by_key.get(_key_of(mu, index.variables), ()), index.unlisted):
+            for events in (index.by_key.get(self._guard_key(index.spec, mu), ()), index.unlisted):
                 for event in events:
                     if after < event.time < before and self._evaluate(gpm, event, mu, False):
                         return True
@@ -1567,20 +1580,54 @@ class Runtime:
         return False
 
     @cython.cfunc
-    def _guard_variables(self, gpm: GpmPattern, mu: dict) -> tuple:
-        """The variables ``gpm`` binds in every solution that ``mu`` binds too, sorted, by
-        which its events are filed against runs (or pending matches) with that ``mu``;
-        None when there are none, or the evaluator lists no solution keys."""
+    def _guard_spec(self, gpm: GpmPattern, mu: dict) -> tuple:
+        """How ``gpm``'s events are filed against runs (or pending matches) with that
+        ``mu``: ``(variables, equated)``, the variables it binds in every solution
+        whose values are asked of its events (``solution_keys``), and the variables of
+        ``mu`` that the last ``len(equated)`` of them are equal to by a FILTER conjunct
+        (``equalities``): the others ``mu`` binds too, sorted.  None when there are
+        none, or the evaluator lists no solution keys."""
         if self._solution_keys is None:
             return None
-        if gpm in self._certain:
-            certain = self._certain[gpm]
-        else:
-            certain = self._certain[gpm] = self.evaluator.certain_variables(gpm)
-        if not certain:
+        known = self._certain.get(gpm)
+        if known is None:
+            known = self._certain[gpm] = (self.evaluator.certain_variables(gpm) or (),
+                                          self._equalities(gpm) if self._equalities is not None else ())
+        certain, equalities = known
+        joined = sorted([v for v in certain if v in mu])
+        # (only a value with an equality key files: another may equal any of theirs)
+        equated = [(a, b) for a, b in equalities if b in mu and self._equality_key(mu[b]) is not None]
+        if not joined and not equated:
             return None
-        variables = tuple(sorted([v for v in certain if v in mu]))
-        return variables or None
+        return tuple(joined + [a for a, _ in equated]), tuple([b for _, b in equated])
+
+    @cython.cfunc
+    def _guard_key(self, spec: tuple, mu: dict) -> tuple:
+        """A run's (or pending match's) key under ``spec`` (``_guard_spec``): its
+        values of the joined variables, then the equality keys of the equated ones."""
+        variables, equated = spec
+        if not equated:
+            return _key_of(mu, variables)
+        joined = len(variables) - len(equated)
+        return tuple([mu.get(v) for v in variables[:joined]] + [self._equality_key(mu[b]) for b in equated])
+
+    @cython.cfunc
+    def _event_keys(self, gpm: GpmPattern, event: Event, spec: tuple):
+        """The keys (``_guard_key``) of ``gpm``'s standalone solutions on ``event`` under
+        ``spec``, as a dict: a run whose key is not among them gets no solution from it.
+        None: not known (the evaluator cannot list them, or a value has no equality key)."""
+        variables, equated = spec
+        keys = self._solution_keys(gpm, event, variables)
+        if keys is None or not equated:
+            return keys
+        joined = len(variables) - len(equated)
+        by_value = {}
+        for key in keys:
+            values = [self._equality_key(term) for term in key[joined:]]
+            if None in values:
+                return None
+            by_value[key[:joined] + tuple(values)] = True
+        return by_value
 
     @cython.cfunc
     @cython.locals(index=_GuardIndex)
@@ -1588,21 +1635,21 @@ class Runtime:
         """The guard index of ``gpm`` for runs binding what ``mu`` binds, brought up to
         date with the buffer; None when there is none to be had (the evaluator lists
         no solution keys, or ``gpm`` binds none of the run's variables)."""
-        variables = self._guard_variables(gpm, mu)
-        if variables is None:
+        spec = self._guard_spec(gpm, mu)
+        if spec is None:
             return None
         if part.guard_indexes is None:
             part.guard_indexes = {}
-        index = part.guard_indexes.get((gpm, variables))
+        index = part.guard_indexes.get((gpm, spec))
         buffer = part.buffer
         if index is None or part.buffer_start - index.start > len(buffer):
             # (made again once more of its events left the buffer than it holds)
-            index = part.guard_indexes[(gpm, variables)] = _GuardIndex(variables, part.buffer_start)
+            index = part.guard_indexes[(gpm, spec)] = _GuardIndex(spec, part.buffer_start)
         at = index.upto - part.buffer_start
         streams = gpm.streams
         for event in buffer[at:] if at > 0 else buffer:
             if event.stream in streams:
-                keys = self._solution_keys(gpm, event, variables)
+                keys = self._event_keys(gpm, event, spec)
                 if keys is None:
                     index.unlisted.append(event)
                 else:
@@ -1641,18 +1688,22 @@ class Runtime:
         ``_check_pending``; a guard without such variables goes to the scans."""
         mu = pending.run.mu
         for gpm in pending.guards:
-            variables = self._guard_variables(gpm, mu)
-            if variables is None:
+            spec = self._guard_spec(gpm, mu)
+            if spec is None:
                 if part.pending_scans is None:
-                    part.pending_scans = []
-                part.pending_scans.append((pending, gpm))
+                    part.pending_scans = {}
+                scanned = part.pending_scans.get(gpm)
+                if scanned is None:
+                    part.pending_scans[gpm] = [pending]
+                else:
+                    scanned.append(pending)
                 continue
             if part.pending_indexes is None:
                 part.pending_indexes = {}
-            by_key = part.pending_indexes.get((gpm, variables))
+            by_key = part.pending_indexes.get((gpm, spec))
             if by_key is None:
-                by_key = part.pending_indexes[(gpm, variables)] = {}
-            key = _key_of(mu, variables)
+                by_key = part.pending_indexes[(gpm, spec)] = {}
+            key = self._guard_key(spec, mu)
             listed = by_key.get(key)
             if listed is None:
                 by_key[key] = [pending]
@@ -1660,31 +1711,25 @@ class Runtime:
                 listed.append(pending)
 
     @cython.cfunc
-    @cython.locals(pending=_Pending)
     def _check_pending(self, part: _Partition, events: list[Event]) -> None:
         """Kill the pending matches one of whose guards matches an event of the batch.
         Each guard GPM's solution keys on the batch's events name the pending matches
         filed under them (``_file_pending``): only those are evaluated, not every pending
-        match on every event.  Those killed stay in the heap and the files until the
+        match on every event; those of a guard that cannot be filed are all tried
+        (``pending_scans``).  Those killed stay in the heap and the files until the
         partition is compacted (``_compact``), skipped."""
-        if part.pending_scans:
-            kept = []
-            for pending, gpm in part.pending_scans:
-                if pending.killed:
+        for event in events:
+            tried: dict = {}    # guard GPM -> pending matches it was tried on for the event
+            if part.pending_scans:
+                for gpm, scanned in part.pending_scans.items():
+                    if event.stream in gpm.streams:
+                        self._try_pending(gpm, event, scanned, tried)
+            if not part.pending_indexes:
+                continue
+            for (gpm, spec), by_key in part.pending_indexes.items():
+                if event.stream not in gpm.streams:
                     continue
-                if self._scan_hit(events, (gpm,), pending.run.mu, None, None):
-                    self._retire(pending)
-                else:
-                    kept.append((pending, gpm))
-            part.pending_scans = kept
-        if not part.pending_indexes:
-            return
-        for (gpm, variables), by_key in part.pending_indexes.items():
-            streams = gpm.streams
-            for event in events:
-                if event.stream not in streams:
-                    continue
-                keys = self._solution_keys(gpm, event, variables)
+                keys = self._event_keys(gpm, event, spec)
                 if keys is None:
                     candidates = list(by_key.values())
                 elif len(keys) < len(by_key):
@@ -1692,9 +1737,38 @@ class Runtime:
                 else:
                     candidates = [listed for key, listed in by_key.items() if key in keys]
                 for listed in candidates:
-                    for pending in listed:
-                        if not pending.killed and self._evaluate(gpm, event, pending.run.mu, False):
-                            self._retire(pending)
+                    self._try_pending(gpm, event, listed, tried)
+        if part.pending_scans:
+            scans = {}
+            for gpm, scanned in part.pending_scans.items():
+                kept = [pending for pending in scanned if not pending.killed]
+                if kept:
+                    scans[gpm] = kept
+            part.pending_scans = scans
+
+    @cython.cfunc
+    @cython.locals(pending=_Pending, count=cython.longlong, dropped=cython.longlong)
+    def _try_pending(self, gpm: GpmPattern, event: Event, pendings: list, tried: dict) -> None:
+        """Kill those of ``pendings`` that ``gpm`` matches on ``event``.  Each pending
+        match tried is a row of the guard's join on the event (``tried`` counts them, per
+        GPM): past --max-join-steps the policy decides, and drop policies drop the rest
+        untried, since keeping them could emit a match the guard would have killed."""
+        count = tried.get(gpm, 0)
+        dropped = 0
+        for pending in pendings:
+            if pending.killed:
+                continue
+            if count < self._max_join_steps:
+                count += 1
+                if self._evaluate(gpm, event, pending.run.mu, False):
+                    self._retire(pending)
+            else:
+                self._retire(pending)
+                dropped += 1
+        tried[gpm] = count
+        if dropped:
+            self._past_the_cap(f"negation guard {gpm.name} was tried on more than {self._max_join_steps:,} "
+                               "pending matches (--max-join-steps)", self._event_text(event), dropped)
 
     @cython.cfunc
     def _emit_due_pending(self, time: Time) -> None:
@@ -1997,12 +2071,17 @@ class Runtime:
         """A GPM's solutions on an event went past --max-runs, or its join past
         ``steps``, --max-join-steps (the evaluator stopped there): the first ones,
         the cut counted as one dropped."""
-        name = "" if event.name is None else f" {event.name}"
-        read = "" if event.position is None else f" (read at {event.position})"
         what = f"GPM {gpm.name} has more than {self._max_runs:,} solutions (--max-runs)" if steps is None else \
             f"GPM {gpm.name} took more than {steps:,} join steps (--max-join-steps)"
-        self._past_the_cap(what, f"the event{name} at time {format_time(event.time, event.is_datetime)}{read}", 1)
+        self._past_the_cap(what, self._event_text(event), 1)
         return solutions[:self._max_runs]
+
+    @staticmethod
+    def _event_text(event: Event) -> str:
+        """An event as a limit's message names it: its graph, time and where it was read."""
+        name = "" if event.name is None else f" {event.name}"
+        read = "" if event.position is None else f" (read at {event.position})"
+        return f"the event{name} at time {format_time(event.time, event.is_datetime)}{read}"
 
     def _past_the_cap(self, what: str, where: str, dropped: int) -> None:
         """A product went past --max-runs where it is made, before any run counts it
