@@ -52,6 +52,18 @@ def test_trailing_negation_is_emitted_at_first_plus_window():
     assert got == [(11, (("a", ":a1"),)), (30, (("a", ":a3"),))]
 
 
+def test_matches_due_at_a_time_come_out_with_its_others_older_first():
+    # a1's match comes due at 5, when a2 and c5 match too: it was handed out after
+    # theirs, which the time's batch had made before it (semantics.md section 9)
+    query = ("SELECT ?a WITHIN 4 SECONDS\n" + ONE_STREAM + "WHERE { SEQ (A , C?)\n"
+             'DEFINE GPM A ON S { ?a :kind "a" ; :loc ?l } DEFINE GPM C ON S { ?c :kind "c" ; :loc ?l } }')
+    stream = [event("s", 1, ':a1 :kind "a" ; :loc :L1 .'), event("s", 4, ':a2 :kind "a" ; :loc :L2 .'),
+              event("s", 5, ':c5 :kind "c" ; :loc :L2 .'), event("s", 6, ':d :kind "d" .')]
+    for events in (stream, stream[:3]):         # (due with the next batch, and at the end)
+        results = list(Engine(PREFIX + query).run(events))
+        assert [[e.time for e in r.events] for r in results] == [[1], [4, 5]]
+
+
 def test_optional_is_b_or_absent_b():
     got = run(q("A ; B? ; C"), kinds("a1@1", "b1@2", "c1@3"))
     assert got == [(3, (("a", ":a1"), ("b", ":b1"), ("c", ":c1")))]

@@ -2389,6 +2389,10 @@ def _sort_matches(matches: list) -> None:
 _PAIR_KEY = itemgetter(0)
 
 
+def _result_order(result) -> tuple:
+    return (result.time, *[event.time for event in result.events])
+
+
 @cython.cfunc
 @cython.locals(a=dict)
 def _conflict(a: dict, b: dict) -> cython.bint:
@@ -2498,7 +2502,10 @@ class Batcher:
             batch, self.batch = self.batch, []
             runtime = self.runtime
             time = self.time        # (the batch's: a batch holds the events of one time)
+            released = self.hold
             runtime.process_batch(time, batch)
+            if released:
+                self._sort_released()
             # A trailing negation's match due at this very time comes out with the next
             # batch: hold this time's results back until then, so that the results of
             # one match time always come out together (a CONSTRUCT sink writes them
@@ -2517,7 +2524,18 @@ class Batcher:
         """End of input: the last batch, then the pending matches."""
         self.flush()
         self.runtime.finish()
+        if self.hold:
+            self._sort_released()
         self.hold = False
+
+    @cython.cfunc
+    def _sort_released(self) -> None:
+        """The results of a held time, with those its pending matches added after them,
+        in a batch's order (``Runtime.process_batch``): by match time, then by the
+        times of their events (a stable sort: the rest keep their order)."""
+        out = self.collector.out
+        if len(out) > 1:
+            out.sort(key=_result_order)
 
     @cython.ccall
     def drain(self) -> list:
