@@ -30,7 +30,6 @@ def kinds(*spec):
 
 
 def q(seq: str, window="WITHIN 100 SECONDS", select="SELECT *", extra=""):
-    gpms = "".join(f'DEFINE GPM {k.upper()} ON S {{ ?{k} :kind "{k}" . }}\n' for k in "abcd")
     used = "".join(f'DEFINE GPM {k.upper()} ON S {{ ?{k} :kind "{k}" . }}\n' for k in "abcd" if k.upper() in seq)
     return f"{select} {window} {extra}\n{ONE_STREAM}WHERE {{ SEQ ({seq})\n{used}}}"
 
