@@ -46,18 +46,23 @@ def _shared_master(spark, monkeypatch):
 
 
 def write_stream_files(events: list[Event], folder: str) -> dict[str, str]:
-    """One N-Quads file per stream; the timestamps in the default graph."""
-    by_stream: dict[str, list[ox.Quad]] = {}
+    """One N-Quads file per stream."""
+    by_stream: dict[str, list[Event]] = {}
     for event in events:
-        quads = by_stream.setdefault(event.stream, [])
+        by_stream.setdefault(event.stream, []).append(event)
+    return {stream: write_events(group, os.path.join(folder, f"s{n}.nq"))
+            for n, (stream, group) in enumerate(sorted(by_stream.items()))}
+
+
+def write_events(events: list[Event], path) -> str:
+    """An N-Quads stream file of ``events``; the timestamps in the default graph."""
+    quads = []
+    for event in events:
         quads.append(ox.Quad(event.name, PROV_GENERATED_AT, time_literal(event.time, event.is_datetime)))
         quads += [ox.Quad(t.subject, t.predicate, t.object, event.name) for t in event.triples]
-    paths = {}
-    for n, (stream, quads) in enumerate(sorted(by_stream.items())):
-        paths[stream] = os.path.join(folder, f"s{n}.nq")
-        with open(paths[stream], "wb") as f:
-            f.write(ox.serialize(quads, format=ox.RdfFormat.N_QUADS))
-    return paths
+    with open(path, "wb") as f:
+        f.write(ox.serialize(quads, format=ox.RdfFormat.N_QUADS))
+    return str(path)
 
 
 def spark_results(compiled, query: str, events: list[Event], *, start=None, pieces=4) -> list:
@@ -378,3 +383,29 @@ def test_large_nquads_files_are_read_in_parts(tmp_path):
     assert collections.Counter(result_key(r) for r in run.results()) == \
         collections.Counter(result_key(r) for r in whole)
     assert any("read again whole" in m for m in messages)
+
+
+def test_a_time_jump_across_the_cut_of_a_large_file(tmp_path):
+    """Times that jump by more than the maximum time jump exactly where a file read in parts
+    was cut: Spark checked only that times increased across the cut, and the later parts
+    accepted every event that reading the file whole rejects."""
+    from spaseq_plugin.spark.engine import read_source
+    text = query("A ; B")
+    compiled = compile_query(text)
+    path = str(tmp_path / "s.nq")
+
+    def write(jump_after: int) -> None:        # times of one width: the same cuts whatever the jump
+        times = [10**9 + n + (40_000_000 if n > jump_after else 0) for n in range(1, 301)]
+        write_events(kind_events(" ".join(f"{'ab'[n % 2]}@{t}" for n, t in enumerate(times, 1))), path)
+    write(300)
+    first_part = archived_sources(compiled, [(STREAMS[0], path)], [], split_bytes=4000)[0]
+    write(max(item.time for item in read_source(first_part) if hasattr(item, "time")) - 10**9)
+    rejected, spark_rejected = [], []
+    expected = collections.Counter(result_key(r) for r in Engine(compiled, on_reject=rejected.append).run(
+        read_stream_file(path, STREAMS[0])))
+    sources = archived_sources(compiled, [(STREAMS[0], path)], [], split_bytes=4000)
+    assert len(sources) > 5
+    run = SparkRun(compiled, text, sources, [], pieces=4, min_piece_windows=0, on_reject=spark_rejected.append)
+    assert collections.Counter(result_key(r) for r in run.results()) == expected
+    assert rejected and all(e.reason == "time-jump" for e in rejected)
+    assert sorted((e.position, e.message) for e in spark_rejected) == sorted((e.position, e.message) for e in rejected)

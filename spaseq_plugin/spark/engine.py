@@ -61,8 +61,8 @@ from ..evaluators.spectra import SpectraEvaluator
 from ..kb import KnowledgeBase, parse_kb_spec
 from ..runtime.results import Result, first_distinct, row_key
 from ..runtime.nfa_runtime import Match, StateLimits, distinct_placement, partition_keys
-from ..streams.files import (DONE_MEMORY, nquads_spans, read_manifest, read_ntriples_chunks, read_stream_file,
-                             stream_file_paths)
+from ..streams.files import (DONE_MEMORY, nquads_spans, order_check, read_manifest, read_ntriples_chunks,
+                             read_stream_file, stream_file_paths)
 from ..streams.reader import event_text
 from .session import spark_session, task_failure
 
@@ -304,7 +304,8 @@ def clean_cuts(edges: list[PartEdges]) -> bool:
     within NEAR_GRAPHS graphs, a repeated graph within DONE_MEMORY events), so a
     cut changes nothing when, near every cut, no part rejected anything (a split
     event leaves an event without a timestamp on one side), no graph occurs on
-    both sides, and times go on increasing across it."""
+    both sides, and the event after it may follow the one before it by the
+    order rules (a later time, of the same kind, within the time jump)."""
     parts = sorted(edges, key=lambda e: e.part)
     for before, after in zip(parts, parts[1:]):
         near = before.tail + after.head
@@ -312,10 +313,16 @@ def clean_cuts(edges: list[PartEdges]) -> bool:
             return False
         if {e[1] for e in before.tail} & {e[1] for e in after.head}:
             return False
-        if before.tail and after.head and (before.tail[-1][2] >= after.head[0][2]
-                                           or before.tail[-1][3] != after.head[0][3]):
+        if before.tail and after.head and not follows(before.tail[-1][2:], after.head[0][2:]):
             return False
     return True
+
+
+def follows(before: tuple[Time, bool], after: tuple[Time, bool]) -> bool:
+    """Whether an event at ``after`` (time, is_datetime) may come next after one at
+    ``before`` on a stream, by the streaming path's order rules (``OrderCheck``)."""
+    check = order_check().check
+    return all(check(Event("", time, (), is_datetime=kind)) is None for time, kind in (before, after))
 
 
 def archived_sources(compiled: CompiledQuery, streams: list[tuple[str, str]],
