@@ -12,10 +12,12 @@ strict contiguity cross piece boundaries all the time.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import importlib.machinery
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -95,14 +97,16 @@ def test_spark_equals_streaming_engine(scenario, pieces):
 EX = "http://example/"
 
 
-def kind_events(spec: str, stream: int = 0) -> list[Event]:
-    """``"a@1 b@2 ..."``: events of one stream, each ``:eN :kind "k"``."""
+def kind_events(spec: str, stream: int = 0, tag: str = "") -> list[Event]:
+    """``"a@1 b@2 ..."``: events of one stream, each ``:eN :kind "k"`` (``:<tag>eN`` when
+    tagged, ``:s<stream>eN`` on another stream than the first) in graph ``:gN`` alike."""
+    tag = tag or (f"s{stream}" if stream else "")
     out = []
     for n, item in enumerate(spec.split(), 1):
         kind, time = item.split("@")
-        s = ox.NamedNode(f"{EX}e{n}" if not stream else f"{EX}s{stream}e{n}")
+        s = ox.NamedNode(f"{EX}{tag}e{n}")
         out.append(Event(STREAMS[stream], int(time), (ox.Triple(s, ox.NamedNode(EX + "kind"), ox.Literal(kind)),),
-                         ox.NamedNode(f"{EX}g{n}" if not stream else f"{EX}s{stream}g{n}")))
+                         ox.NamedNode(f"{EX}{tag}g{n}")))
     return out
 
 
@@ -307,6 +311,66 @@ def test_dead_letters_are_the_stream_engines(tmp_path, capsys, monkeypatch):
     assert {letter["position"].rsplit(":", 1)[0] for letter in letters["stream"]} == {given}
     assert sorted(letter["reason"] for letter in letters["stream"]) == ["bad-timestamp", "no-timestamp", "syntax"]
     assert letters["spark"] == letters["stream"]
+
+
+def run_both_engines(tmp_path, capsys, monkeypatch, text: str, *streams: str) -> dict[str, tuple]:
+    """``spaseq run`` of ``text`` in ``tmp_path`` with ``--stream`` values ``streams``, on each
+    engine: its rows, its summary's counts (events, triples, rejections by reason) and its
+    dead letters, each sorted."""
+    (tmp_path / "q.rq").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    got = {}
+    for engine, extra in (("stream", []), ("spark", ["--spark-pieces", "4"])):
+        args = ["run", "q.rq", *(a for s in streams for a in ("--stream", s)), "--format", "jsonl",
+                "--dead-letter", f"dead-{engine}.jsonl", "--engine", engine, *extra]
+        assert main(args) == 0
+        out, err = capsys.readouterr()
+        counts = re.search(r"([\d,]+) events \(([\d,]+) triples\).*?; ([^;]*rejected[^;]*);", err).groups()
+        letters = sorted((tmp_path / f"dead-{engine}.jsonl").read_text().splitlines())
+        got[engine] = sorted(out.splitlines()), counts, letters
+    return got
+
+
+def test_order_rules_apply_across_the_files_of_a_stream(tmp_path, capsys, monkeypatch):
+    """A folder whose second file starts more than the maximum time jump after the first
+    ends: the streaming engine rejects that file's events (time-jump); Spark checked each
+    file on its own and matched them too (28 rows, not 14)."""
+    (tmp_path / "s").mkdir()
+    write_events(kind_events(" ".join(f"{'ab'[t % 2]}@{t}" for t in range(1, 31)), tag="p"), tmp_path / "s/f1.nq")
+    write_events(kind_events(" ".join(f"{'ab'[t % 2]}@{40_000_000 + t}" for t in range(1, 31)), tag="q"),
+                 tmp_path / "s/f2.nq")
+    got = run_both_engines(tmp_path, capsys, monkeypatch, query("A ; B"), "S1=s")
+    assert got["stream"][1] == ("30", "30", "30 rejected (30 time-jump)") and len(got["stream"][0]) == 14
+    assert got["spark"] == got["stream"]
+
+
+def test_the_first_event_decides_the_kind_of_time_of_every_piece(tmp_path, capsys, monkeypatch):
+    """Numbers on S1, xsd:dateTime on S2: the streaming engine takes the kind of the earliest
+    event and rejects S2 (kind); Spark's pieces each took the kind of their own first event,
+    so pieces of dateTime events only matched them."""
+    write_events(kind_events(" ".join(f"{'ab'[t % 2]}@{t}" for t in range(1, 31))), tmp_path / "s1.nq")
+    write_events([dataclasses.replace(e, time=1_704_067_200 + e.time, is_datetime=True) for e in
+                  kind_events(" ".join(f"{'ab'[t % 2]}@{t}" for t in range(1, 40)), stream=1)], tmp_path / "s2.nq")
+    text = query("A ; B", on={"A": "S1, S2", "B": "S1, S2"})
+    got = run_both_engines(tmp_path, capsys, monkeypatch, text, "S1=s1.nq", "S2=s2.nq")
+    assert got["stream"][1] == ("30", "30", "39 rejected (39 kind)") and len(got["stream"][0]) == 14
+    assert got["spark"] == got["stream"]
+
+
+def test_order_rules_apply_before_the_cut_by_key(tmp_path, capsys, monkeypatch):
+    """PARTITION BY without a window: two files of a folder hold an event each at time 1 (a
+    duplicate), of two keys; Spark sent them to two pieces, which each accepted theirs."""
+    def event(name: str, kind: str, loc: str, time: int) -> Event:
+        s = ox.NamedNode(EX + name)
+        return Event(STREAMS[0], time, (ox.Triple(s, ox.NamedNode(EX + "kind"), ox.Literal(kind)),
+                                        ox.Triple(s, ox.NamedNode(EX + "loc"), ox.NamedNode(EX + loc))),
+                     ox.NamedNode(EX + "g" + name))
+    (tmp_path / "s").mkdir()
+    write_events([event("a1", "a", "L1", 1), event("b1", "b", "L1", 2)], tmp_path / "s/f1.nq")
+    write_events([event("a2", "a", "L2", 1), event("b2", "b", "L2", 5)], tmp_path / "s/f2.nq")
+    got = run_both_engines(tmp_path, capsys, monkeypatch, PARTITIONED, "S1=s")
+    assert got["stream"][1] == ("3", "6", "1 rejected (1 duplicate)") and len(got["stream"][0]) == 1
+    assert got["spark"] == got["stream"]
 
 
 def test_state_limits_apply_to_every_piece(tmp_path, capsys):
