@@ -12,10 +12,12 @@ strict contiguity cross piece boundaries all the time.
 from __future__ import annotations
 
 import collections
+import dataclasses
 import importlib.machinery
 import importlib.util
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -46,18 +48,23 @@ def _shared_master(spark, monkeypatch):
 
 
 def write_stream_files(events: list[Event], folder: str) -> dict[str, str]:
-    """One N-Quads file per stream; the timestamps in the default graph."""
-    by_stream: dict[str, list[ox.Quad]] = {}
+    """One N-Quads file per stream."""
+    by_stream: dict[str, list[Event]] = {}
     for event in events:
-        quads = by_stream.setdefault(event.stream, [])
+        by_stream.setdefault(event.stream, []).append(event)
+    return {stream: write_events(group, os.path.join(folder, f"s{n}.nq"))
+            for n, (stream, group) in enumerate(sorted(by_stream.items()))}
+
+
+def write_events(events: list[Event], path) -> str:
+    """An N-Quads stream file of ``events``; the timestamps in the default graph."""
+    quads = []
+    for event in events:
         quads.append(ox.Quad(event.name, PROV_GENERATED_AT, time_literal(event.time, event.is_datetime)))
         quads += [ox.Quad(t.subject, t.predicate, t.object, event.name) for t in event.triples]
-    paths = {}
-    for n, (stream, quads) in enumerate(sorted(by_stream.items())):
-        paths[stream] = os.path.join(folder, f"s{n}.nq")
-        with open(paths[stream], "wb") as f:
-            f.write(ox.serialize(quads, format=ox.RdfFormat.N_QUADS))
-    return paths
+    with open(path, "wb") as f:
+        f.write(ox.serialize(quads, format=ox.RdfFormat.N_QUADS))
+    return str(path)
 
 
 def spark_results(compiled, query: str, events: list[Event], *, start=None, pieces=4) -> list:
@@ -90,14 +97,16 @@ def test_spark_equals_streaming_engine(scenario, pieces):
 EX = "http://example/"
 
 
-def kind_events(spec: str, stream: int = 0) -> list[Event]:
-    """``"a@1 b@2 ..."``: events of one stream, each ``:eN :kind "k"``."""
+def kind_events(spec: str, stream: int = 0, tag: str = "") -> list[Event]:
+    """``"a@1 b@2 ..."``: events of one stream, each ``:eN :kind "k"`` (``:<tag>eN`` when
+    tagged, ``:s<stream>eN`` on another stream than the first) in graph ``:gN`` alike."""
+    tag = tag or (f"s{stream}" if stream else "")
     out = []
     for n, item in enumerate(spec.split(), 1):
         kind, time = item.split("@")
-        s = ox.NamedNode(f"{EX}e{n}" if not stream else f"{EX}s{stream}e{n}")
+        s = ox.NamedNode(f"{EX}{tag}e{n}")
         out.append(Event(STREAMS[stream], int(time), (ox.Triple(s, ox.NamedNode(EX + "kind"), ox.Literal(kind)),),
-                         ox.NamedNode(f"{EX}g{n}" if not stream else f"{EX}s{stream}g{n}")))
+                         ox.NamedNode(f"{EX}{tag}g{n}")))
     return out
 
 
@@ -304,6 +313,66 @@ def test_dead_letters_are_the_stream_engines(tmp_path, capsys, monkeypatch):
     assert letters["spark"] == letters["stream"]
 
 
+def run_both_engines(tmp_path, capsys, monkeypatch, text: str, *streams: str) -> dict[str, tuple]:
+    """``spaseq run`` of ``text`` in ``tmp_path`` with ``--stream`` values ``streams``, on each
+    engine: its rows, its summary's counts (events, triples, rejections by reason) and its
+    dead letters, each sorted."""
+    (tmp_path / "q.rq").write_text(text)
+    monkeypatch.chdir(tmp_path)
+    got = {}
+    for engine, extra in (("stream", []), ("spark", ["--spark-pieces", "4"])):
+        args = ["run", "q.rq", *(a for s in streams for a in ("--stream", s)), "--format", "jsonl",
+                "--dead-letter", f"dead-{engine}.jsonl", "--engine", engine, *extra]
+        assert main(args) == 0
+        out, err = capsys.readouterr()
+        counts = re.search(r"([\d,]+) events \(([\d,]+) triples\).*?; ([^;]*rejected[^;]*);", err).groups()
+        letters = sorted((tmp_path / f"dead-{engine}.jsonl").read_text().splitlines())
+        got[engine] = sorted(out.splitlines()), counts, letters
+    return got
+
+
+def test_order_rules_apply_across_the_files_of_a_stream(tmp_path, capsys, monkeypatch):
+    """A folder whose second file starts more than the maximum time jump after the first
+    ends: the streaming engine rejects that file's events (time-jump); Spark checked each
+    file on its own and matched them too (28 rows, not 14)."""
+    (tmp_path / "s").mkdir()
+    write_events(kind_events(" ".join(f"{'ab'[t % 2]}@{t}" for t in range(1, 31)), tag="p"), tmp_path / "s/f1.nq")
+    write_events(kind_events(" ".join(f"{'ab'[t % 2]}@{40_000_000 + t}" for t in range(1, 31)), tag="q"),
+                 tmp_path / "s/f2.nq")
+    got = run_both_engines(tmp_path, capsys, monkeypatch, query("A ; B"), "S1=s")
+    assert got["stream"][1] == ("30", "30", "30 rejected (30 time-jump)") and len(got["stream"][0]) == 14
+    assert got["spark"] == got["stream"]
+
+
+def test_the_first_event_decides_the_kind_of_time_of_every_piece(tmp_path, capsys, monkeypatch):
+    """Numbers on S1, xsd:dateTime on S2: the streaming engine takes the kind of the earliest
+    event and rejects S2 (kind); Spark's pieces each took the kind of their own first event,
+    so pieces of dateTime events only matched them."""
+    write_events(kind_events(" ".join(f"{'ab'[t % 2]}@{t}" for t in range(1, 31))), tmp_path / "s1.nq")
+    write_events([dataclasses.replace(e, time=1_704_067_200 + e.time, is_datetime=True) for e in
+                  kind_events(" ".join(f"{'ab'[t % 2]}@{t}" for t in range(1, 40)), stream=1)], tmp_path / "s2.nq")
+    text = query("A ; B", on={"A": "S1, S2", "B": "S1, S2"})
+    got = run_both_engines(tmp_path, capsys, monkeypatch, text, "S1=s1.nq", "S2=s2.nq")
+    assert got["stream"][1] == ("30", "30", "39 rejected (39 kind)") and len(got["stream"][0]) == 14
+    assert got["spark"] == got["stream"]
+
+
+def test_order_rules_apply_before_the_cut_by_key(tmp_path, capsys, monkeypatch):
+    """PARTITION BY without a window: two files of a folder hold an event each at time 1 (a
+    duplicate), of two keys; Spark sent them to two pieces, which each accepted theirs."""
+    def event(name: str, kind: str, loc: str, time: int) -> Event:
+        s = ox.NamedNode(EX + name)
+        return Event(STREAMS[0], time, (ox.Triple(s, ox.NamedNode(EX + "kind"), ox.Literal(kind)),
+                                        ox.Triple(s, ox.NamedNode(EX + "loc"), ox.NamedNode(EX + loc))),
+                     ox.NamedNode(EX + "g" + name))
+    (tmp_path / "s").mkdir()
+    write_events([event("a1", "a", "L1", 1), event("b1", "b", "L1", 2)], tmp_path / "s/f1.nq")
+    write_events([event("a2", "a", "L2", 1), event("b2", "b", "L2", 5)], tmp_path / "s/f2.nq")
+    got = run_both_engines(tmp_path, capsys, monkeypatch, PARTITIONED, "S1=s")
+    assert got["stream"][1] == ("3", "6", "1 rejected (1 duplicate)") and len(got["stream"][0]) == 1
+    assert got["spark"] == got["stream"]
+
+
 def test_state_limits_apply_to_every_piece(tmp_path, capsys):
     """--max-runs and --on-limit reach the pieces: fail stops the run with exit
     status 3; drop-newest goes on and the summary counts what was dropped."""
@@ -378,3 +447,29 @@ def test_large_nquads_files_are_read_in_parts(tmp_path):
     assert collections.Counter(result_key(r) for r in run.results()) == \
         collections.Counter(result_key(r) for r in whole)
     assert any("read again whole" in m for m in messages)
+
+
+def test_a_time_jump_across_the_cut_of_a_large_file(tmp_path):
+    """Times that jump by more than the maximum time jump exactly where a file read in parts
+    was cut: Spark checked only that times increased across the cut, and the later parts
+    accepted every event that reading the file whole rejects."""
+    from spaseq_plugin.spark.engine import read_source
+    text = query("A ; B")
+    compiled = compile_query(text)
+    path = str(tmp_path / "s.nq")
+
+    def write(jump_after: int) -> None:        # times of one width: the same cuts whatever the jump
+        times = [10**9 + n + (40_000_000 if n > jump_after else 0) for n in range(1, 301)]
+        write_events(kind_events(" ".join(f"{'ab'[n % 2]}@{t}" for n, t in enumerate(times, 1))), path)
+    write(300)
+    first_part = archived_sources(compiled, [(STREAMS[0], path)], [], split_bytes=4000)[0]
+    write(max(item.time for item in read_source(first_part) if hasattr(item, "time")) - 10**9)
+    rejected, spark_rejected = [], []
+    expected = collections.Counter(result_key(r) for r in Engine(compiled, on_reject=rejected.append).run(
+        read_stream_file(path, STREAMS[0])))
+    sources = archived_sources(compiled, [(STREAMS[0], path)], [], split_bytes=4000)
+    assert len(sources) > 5
+    run = SparkRun(compiled, text, sources, [], pieces=4, min_piece_windows=0, on_reject=spark_rejected.append)
+    assert collections.Counter(result_key(r) for r in run.results()) == expected
+    assert rejected and all(e.reason == "time-jump" for e in rejected)
+    assert sorted((e.position, e.message) for e in spark_rejected) == sorted((e.position, e.message) for e in rejected)

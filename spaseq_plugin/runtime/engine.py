@@ -94,6 +94,10 @@ class RunStats:
                                               graph=error.graph))
 
 
+# Why an event of the other kind of time than the stream set's is rejected (also on Spark).
+OTHER_KIND = "timestamp kind differs from the stream set's (numbers vs xsd:dateTime)"
+
+
 class Engine:
     """One continuous SPASEQ query.
 
@@ -320,7 +324,7 @@ class Engine:
         """Why ``event`` cannot come next: (message, reason), or None."""
         b = self._batcher
         if b.kind is not None and event.is_datetime != b.kind and event.stream in self.compiled.streams:
-            return "timestamp kind differs from the stream set's (numbers vs xsd:dateTime)", "kind"
+            return OTHER_KIND, "kind"
         last = b.last_per_stream.get(event.stream)
         if last is not None:
             if event.time == last:

@@ -29,10 +29,14 @@ such a query without PARTITION BY runs as one piece.
 
 Stages: (1) every stream file is read by one task with the streaming
 engine's own reader (the same rejects, with file and line), its events
-kept as N-Triples bytes; (2) each event is sent to the pieces that need it
-and each piece runs the engine on its events in time order (stable by
-``--stream`` order, then file order, then file position, as the streaming
-merge); (3) results are sorted as the streaming engine emits them (match time, then
+kept as N-Triples bytes; then the order rules that the streaming path
+applies to a stream's merged files (duplicate, older, kind, time jump) and
+the stream set's kind of time apply to the whole stream, before any cut
+(``SparkRun._order_rules``: only a stream whose files overlap in time, or
+of the other kind, is sorted and checked again); (2) each event is sent to
+the pieces that need it and each piece runs the engine on its events in
+time order (stable by ``--stream`` order, then file order, then file
+position, as the streaming merge); (3) results are sorted as the streaming engine emits them (match time, then
 the times of their events), and
 DISTINCT and CONSTRUCT's graph numbering are applied once, on the driver.
 """
@@ -54,15 +58,15 @@ from typing import Callable, Iterable, Iterator
 import pyoxigraph as ox
 
 from ..language.compiler import CompiledQuery, compile_query
-from ..runtime.engine import Engine, RunStats, read_start, wrong_start_kind
+from ..runtime.engine import OTHER_KIND, Engine, RunStats, read_start, wrong_start_kind
 from ..errors import EventError, SpaseqError, StateLimitError
 from ..events import Event, Time
 from ..evaluators.spectra import SpectraEvaluator
 from ..kb import KnowledgeBase, parse_kb_spec
 from ..runtime.results import Result, first_distinct, row_key
 from ..runtime.nfa_runtime import Match, StateLimits, distinct_placement, partition_keys
-from ..streams.files import (DONE_MEMORY, nquads_spans, read_manifest, read_ntriples_chunks, read_stream_file,
-                             stream_file_paths)
+from ..streams.files import (DONE_MEMORY, nquads_spans, order_check, read_manifest, read_ntriples_chunks,
+                             read_stream_file, stream_file_paths)
 from ..streams.reader import event_text
 from .session import spark_session, task_failure
 
@@ -117,8 +121,9 @@ class EventRecord:
     def sort_key(self) -> tuple:
         return self.time, self.source, self.seq
 
-    def event(self) -> Event:
-        triples = tuple(ox.parse(self.triples, ox.RdfFormat.N_TRIPLES)) if self.triples else ()
+    def event(self, parse: bool = True) -> Event:
+        """The event; with ``parse`` false, without its triples (for the order rules: cheap)."""
+        triples = tuple(ox.parse(self.triples, ox.RdfFormat.N_TRIPLES)) if parse and self.triples else ()
         name = None
         if self.name is not None:
             name = ox.BlankNode(self.name[2:]) if self.name.startswith("_:") else ox.NamedNode(self.name[1:-1])
@@ -254,6 +259,8 @@ def read_source(source: Source) -> Iterator[EventRecord | Rejected | PartEdges]:
 class ReadSummary:
     """What reading one source gave, short: for the cut plan and the summary line."""
     path: str | None = None
+    stream: str | None = None
+    source: int | None = None                           # Source.index (of the first event read)
     events: int = 0
     triples: int = 0
     first: Time | None = None
@@ -271,6 +278,8 @@ def summarise_read(items: Iterable, tumbling_start: Time | None = None) -> list[
     sampler = random.Random(1)
     for item in items:
         if isinstance(item, EventRecord):
+            if not summary.events:
+                summary.stream, summary.source = item.stream, item.source
             summary.events += 1
             summary.triples += item.triples.count(b"\n")
             if summary.first is None or item.time < summary.first:
@@ -304,7 +313,8 @@ def clean_cuts(edges: list[PartEdges]) -> bool:
     within NEAR_GRAPHS graphs, a repeated graph within DONE_MEMORY events), so a
     cut changes nothing when, near every cut, no part rejected anything (a split
     event leaves an event without a timestamp on one side), no graph occurs on
-    both sides, and times go on increasing across it."""
+    both sides, and the event after it may follow the one before it by the
+    order rules (a later time, of the same kind, within the time jump)."""
     parts = sorted(edges, key=lambda e: e.part)
     for before, after in zip(parts, parts[1:]):
         near = before.tail + after.head
@@ -312,10 +322,43 @@ def clean_cuts(edges: list[PartEdges]) -> bool:
             return False
         if {e[1] for e in before.tail} & {e[1] for e in after.head}:
             return False
-        if before.tail and after.head and (before.tail[-1][2] >= after.head[0][2]
-                                           or before.tail[-1][3] != after.head[0][3]):
+        if before.tail and after.head and not follows(before.tail[-1][2:], after.head[0][2:]):
             return False
     return True
+
+
+def follows(before: tuple[Time, bool], after: tuple[Time, bool]) -> bool:
+    """Whether an event at ``after`` (time, is_datetime) may come next after one at
+    ``before`` on a stream, by the streaming path's order rules (``OrderCheck``)."""
+    check = order_check().check
+    return all(check(Event("", time, (), is_datetime=kind)) is None for time, kind in (before, after))
+
+
+def follow_one_another(sources: list[ReadSummary]) -> bool:
+    """Whether the sources of one stream, each read with its own order check, need no
+    check across them: taken by their first events, each starts after the previous one
+    ends, as the order rules allow (all of a source's events are of one kind).  Then
+    merging them is laying them end to end, and no boundary rejects anything."""
+    ordered = sorted(sources, key=lambda s: (s.first, s.source))
+    return all(follows((a.last, a.first_is_datetime), (b.first, b.first_is_datetime))
+               for a, b in zip(ordered, ordered[1:]))
+
+
+def order_stream(records: Iterable[EventRecord], other_kind: frozenset) -> Iterator[EventRecord | Rejected]:
+    """One stream's records in the streaming merge's order through the order rules that the
+    streaming path applies across a stream's files (``files.open_stream``); a stream whose
+    kind of time is not the stream set's then has all its events rejected, as the engine
+    rejects them (``Engine._check``)."""
+    check = order_check().check
+    for record in records:
+        error = check(record.event(parse=False))
+        if error is None and record.stream in other_kind:
+            error = EventError(OTHER_KIND, record.position, reason="kind", graph=record.name)
+        if error is None:
+            yield record
+        else:
+            error.event = record.event()        # the whole event, for the dead-letter text
+            yield Rejected.of(error)
 
 
 def archived_sources(compiled: CompiledQuery, streams: list[tuple[str, str]],
@@ -544,6 +587,7 @@ class SparkRun:
             for summary in summaries:
                 for rejection in summary.rejections:
                     self._reject(rejection)
+            read, summaries, earliest = self._order_rules(read, summaries, summarise, cached)
             count = sum(summary.events for summary in summaries)
             triples = sum(summary.triples for summary in summaries)
             self.report.read_seconds = clock.perf_counter() - started
@@ -551,12 +595,11 @@ class SparkRun:
                           f"{'s' * (len(self.sources) != 1)} in {self.report.read_seconds:.1f} s")
             if not count:
                 return
-            earliest = min((summary for summary in summaries if summary.events), key=lambda s: s.first)
-            first = earliest.first
+            first = min(summary.first for summary in summaries if summary.events)
             if tumbling_start is not None and self.start_kind is not None \
                     and earliest.first_is_datetime != self.start_kind:
                 raise wrong_start_kind(self.start_text, self.start_kind, earliest.first_is_datetime,
-                                       earliest.path or str(first))
+                                       earliest.path or str(earliest.first))
             self.stats.before_start = sum(summary.before_start for summary in summaries)
             last = max(summary.last for summary in summaries if summary.events)
             times = [t for summary in summaries for t in summary.times]
@@ -609,6 +652,44 @@ class SparkRun:
                       f"({read_by_pieces / max(1, count):.2f}x the input)")
         yield from self._final(sorted(itertools.chain.from_iterable(o.results for o in outputs),
                                       key=lambda item: item[0]))
+
+    def _order_rules(self, read, summaries: list[ReadSummary], summarise, cached: list):
+        """The order rules across the sources of a stream and the stream set's kind of time,
+        applied as the streaming path applies them to its merged input, before the events are
+        cut into pieces (a piece sees only some of a stream's events, and a piece by key none
+        of an event of no key).  Each source was checked on its own as it was read; a stream
+        whose sources follow one another is then checked whole (the common case).  The others,
+        and the streams whose kind is not the stream set's (the kind of its earliest event, as
+        in the merged input), are sorted into merge order and checked, one task per stream.
+        Returns the items, their summaries and the summary holding the earliest event."""
+        by_stream: dict[str, list[ReadSummary]] = {}
+        for summary in summaries:
+            if summary.events:
+                by_stream.setdefault(summary.stream, []).append(summary)
+        if not by_stream:
+            return read, summaries, None
+        heads = {stream: min(group, key=lambda s: (s.first, s.source)) for stream, group in by_stream.items()}
+        deciding = [head for stream, head in heads.items() if stream in self.compiled.streams] or heads.values()
+        earliest = min(deciding, key=lambda s: (s.first, s.source))
+        other_kind = frozenset(stream for stream, head in heads.items() if stream in self.compiled.streams
+                               and head.first_is_datetime != earliest.first_is_datetime)
+        unordered = {stream for stream, group in by_stream.items() if not follow_one_another(group)}
+        slot = {stream: n for n, stream in enumerate(sorted(other_kind | unordered))}
+        if not slot:
+            return read, summaries, earliest
+        checked = (read.filter(lambda item: isinstance(item, EventRecord) and item.stream in slot)
+                   .keyBy(lambda record: (slot[record.stream],) + record.sort_key())
+                   .repartitionAndSortWithinPartitions(len(slot), lambda key: key[0])
+                   .values()
+                   .mapPartitions(functools.partial(order_stream, other_kind=other_kind)))
+        checked.persist()
+        cached.append(checked)
+        again = checked.mapPartitions(summarise).collect()
+        for summary in again:
+            for rejection in summary.rejections:
+                self._reject(rejection)
+        kept = read.filter(lambda item: not (isinstance(item, EventRecord) and item.stream in slot))
+        return kept.union(checked), [s for s in summaries if s.stream not in slot] + again, earliest
 
     def _whole_where_cuts_changed(self, context, read, summaries: list[ReadSummary], summarise):
         """Files read in parts whose cuts may have changed an event are read again whole."""
