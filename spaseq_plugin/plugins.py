@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import logging
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable
@@ -37,6 +38,8 @@ DEFAULT_PLUGINS = (
     "spaseq_plugin.output.formats",
 )
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class Registry:
@@ -45,16 +48,56 @@ class Registry:
     sinks: dict[str, ResultSink] = field(default_factory=dict)
     functions: dict[str, Callable] = field(default_factory=dict)
     provided_by: dict[str, list[str]] = field(default_factory=dict)
+    #: per plugin, what it provides that another plugin's replaces: {"stream source file:": "other"}
+    replaced: dict[str, dict[str, str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """Where a plugin comes from: its entry-point name, what the entry point loads, its package."""
+    name: str
+    module: str
+    package: str | None         # None: built in
+    version: str
+
+
+@dataclass
+class _Plugins:
+    manager: pluggy.PluginManager
+    info: dict[str, PluginInfo]     # by name, in registration order
+
+
+@lru_cache(maxsize=1)
+def _plugins() -> _Plugins:
+    pm = pluggy.PluginManager("spaseq")
+    pm.add_hookspecs(hookspecs)
+    plugins = _Plugins(pm, {})
+    for name in DEFAULT_PLUGINS:
+        pm.register(importlib.import_module(name), name=name)
+        plugins.info[name] = PluginInfo(name, name, None, _own_version())
+    for entry_point, dist in _entry_points():
+        pm.register(entry_point.load(), name=entry_point.name)
+        plugins.info[entry_point.name] = PluginInfo(entry_point.name, entry_point.value,
+                                                    dist.metadata["Name"], dist.version)
+    return plugins
+
+
+def _entry_points() -> list[tuple[importlib.metadata.EntryPoint, importlib.metadata.Distribution]]:
+    """The ``spaseq`` entry points, sorted by name: the order they are registered in, so
+    that which of two plugins wins does not depend on where each is installed.  Of two
+    with one name, the first on ``sys.path`` (as ``import`` would take)."""
+    found: dict[str, tuple] = {}
+    for dist in importlib.metadata.distributions():
+        for entry_point in dist.entry_points:
+            if entry_point.group == "spaseq":
+                found.setdefault(entry_point.name, (entry_point, dist))
+    return [found[name] for name in sorted(found)]
 
 
 @lru_cache(maxsize=1)
 def plugin_manager() -> pluggy.PluginManager:
     """The process's plugin manager: defaults, then entry points, checked."""
-    pm = pluggy.PluginManager("spaseq")
-    pm.add_hookspecs(hookspecs)
-    for name in DEFAULT_PLUGINS:
-        pm.register(importlib.import_module(name), name=name)
-    pm.load_setuptools_entrypoints("spaseq")
+    pm = _plugins().manager
     try:
         pm.check_pending()
     except pluggy.PluginValidationError as e:
@@ -64,27 +107,51 @@ def plugin_manager() -> pluggy.PluginManager:
 
 @lru_cache(maxsize=1)
 def registry() -> Registry:
-    """What the plugins provide, by scheme and name (first registration wins: later plugins
-    override earlier ones, as pluggy calls the last registered first)."""
+    """What the plugins provide, by scheme and name.  Of two plugins providing one, the
+    later registered wins (pluggy calls it first): an installed plugin replaces a
+    built-in; of two installed ones, the one whose entry-point name sorts later."""
     pm = plugin_manager()
     reg = Registry()
-    for impl in pm.hook.spaseq_kb_stores.get_hookimpls()[::-1]:
+    owner: dict[str, str] = {}          # what -> the plugin whose claim is in effect
+
+    def claim(plugin: str, what: str) -> None:
+        previous = owner.get(what)
+        if previous is not None and previous != plugin and _plugins().info[previous].package is not None:
+            log.warning("%s is provided by two plugins, %s and %s: %s's is used (of two installed "
+                        "plugins, the one whose entry-point name sorts later; docs/plugins.md)",
+                        what, _describe(previous), _describe(plugin), plugin)
+        owner[what] = plugin
+        reg.provided_by.setdefault(plugin, []).append(what)
+
+    for impl in pm.hook.spaseq_kb_stores.get_hookimpls():
         for store in impl.function() or ():
             reg.stores[store.scheme] = store
-            reg.provided_by.setdefault(impl.plugin_name, []).append(f"KB store {store.scheme}:")
-    for impl in pm.hook.spaseq_stream_sources.get_hookimpls()[::-1]:
+            claim(impl.plugin_name, f"KB store {store.scheme}:")
+    for impl in pm.hook.spaseq_stream_sources.get_hookimpls():
         for source in impl.function() or ():
             reg.sources[source.scheme] = source
-            reg.provided_by.setdefault(impl.plugin_name, []).append(f"stream source {source.scheme}:")
-    for impl in pm.hook.spaseq_result_sinks.get_hookimpls()[::-1]:
+            claim(impl.plugin_name, f"stream source {source.scheme}:")
+    for impl in pm.hook.spaseq_result_sinks.get_hookimpls():
         for sink in impl.function() or ():
             reg.sinks[sink.name] = sink
-            reg.provided_by.setdefault(impl.plugin_name, []).append(f"sink {sink.name}")
-    for impl in pm.hook.spaseq_sparql_functions.get_hookimpls()[::-1]:
+            claim(impl.plugin_name, f"sink {sink.name}")
+    for impl in pm.hook.spaseq_sparql_functions.get_hookimpls():
         for iri, function in (impl.function() or {}).items():
             reg.functions[iri] = function
-            reg.provided_by.setdefault(impl.plugin_name, []).append(f"function <{iri}>")
+            claim(impl.plugin_name, f"function <{iri}>")
+    for plugin, provided in reg.provided_by.items():
+        for what in provided:
+            if owner[what] != plugin:
+                reg.replaced.setdefault(plugin, {})[what] = owner[what]
     return reg
+
+
+def _describe(name: str) -> str:
+    """``plugin NAME (module M, package P V)``, or ``built-in plugin NAME``."""
+    info = _plugins().info[name]
+    if info.package is None:
+        return f"built-in plugin {name}"
+    return f"plugin {name} (module {info.module}, package {info.package} {info.version})"
 
 
 def kb_store(scheme: str) -> KbStore:
@@ -118,17 +185,14 @@ def sparql_functions() -> dict:
 
 
 def plugin_list() -> list[dict]:
-    """What ``spaseq plugins`` shows: name, version, what it provides."""
-    pm = plugin_manager()
-    dists = {id(plugin): dist for plugin, dist in pm.list_plugin_distinfo()}
-    out = []
-    for name, plugin in pm.list_name_plugin():
-        dist = dists.get(id(plugin))
-        version = dist.version if dist is not None else _own_version()
-        package = dist.project_name if dist is not None else "spaseq-plugin (built in)"
-        out.append({"name": name, "package": package, "version": version,
-                    "provides": registry().provided_by.get(name, [])})
-    return out
+    """What ``spaseq plugins`` shows: name, version, what it provides, and which of
+    those another plugin replaces (``replaced``: what -> the plugin whose is used)."""
+    plugin_manager()
+    reg = registry()
+    return [{"name": info.name, "package": info.package or "spaseq-plugin (built in)",
+             "version": info.version, "provides": reg.provided_by.get(info.name, []),
+             "replaced": reg.replaced.get(info.name, {})}
+            for info in _plugins().info.values()]
 
 
 def _own_version() -> str:

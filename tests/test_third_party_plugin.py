@@ -55,3 +55,68 @@ def test_a_misspelt_hook_fails_loudly(tmp_path):
     p = spaseq(tmp_path, "plugins")
     assert p.returncode == 1
     assert "spaseq_stream_source" in p.stderr and "Traceback" not in p.stderr
+
+
+def fake_plugin(site, module, source):
+    """A package with module ``module`` and entry point ``module``, as pip would install it into ``site``."""
+    (site / f"{module}.py").write_text("from spaseq_plugin import Event, hookimpl\n"
+                                       "from spaseq_plugin.plugins import StreamSource\n"
+                                       "import pyoxigraph as ox\n" + source)
+    dist = site / f"{module}-1.0.dist-info"
+    dist.mkdir()
+    (dist / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {module.replace('_', '-')}\nVersion: 1.0\n")
+    (dist / "entry_points.txt").write_text(f"[spaseq]\n{module} = {module}\n")
+    return site
+
+
+def source_plugin(site, module, scheme):
+    """A plugin whose source ``scheme:`` gives one event, on subject <http://example.org/MODULE>."""
+    return fake_plugin(site, module, f"""
+def open_source(location, stream):
+    yield Event(stream, 1, (ox.Triple(ox.NamedNode("http://example.org/{module}"),
+                                      ox.NamedNode("http://example.org/p"), ox.Literal(1)),))
+@hookimpl
+def spaseq_stream_sources():
+    return [StreamSource("{scheme}", open_source)]
+""")
+
+
+QUERY = """SELECT ?s WITHIN 10 SECONDS
+FROM STREAM S <http://example.org/s>
+WHERE { SEQ (A) DEFINE GPM A ON S { ?s ?p ?v } }
+"""
+
+
+def subjects(p):
+    assert p.returncode == 0, p.stderr
+    return [json.loads(line)["bindings"]["s"]["value"] for line in p.stdout.splitlines()]
+
+
+def test_an_installed_plugin_replaces_a_builtin(tmp_path):
+    (tmp_path / "site").mkdir()
+    site = source_plugin(tmp_path / "site", "my_files", "file")
+    (tmp_path / "q.rq").write_text(QUERY)
+    (tmp_path / "s.trig").write_text("@prefix : <http://example/> . @prefix prov: <http://www.w3.org/ns/prov#> .\n"
+                                     ":e1 prov:generatedAtTime 1 . :e1 { :a :b :c . }\n")
+    for stream in ("S=file:" + str(tmp_path / "s.trig"), "S=" + str(tmp_path / "s.trig")):
+        assert subjects(spaseq(site, "run", str(tmp_path / "q.rq"), "--stream", stream, "-q")) == [
+            "http://example.org/my_files"]
+    listing = {item["name"]: item for item in json.loads(spaseq(site, "plugins", "--json").stdout)}
+    assert listing["spaseq_plugin.streams.files"]["replaced"] == {"stream source file:": "my_files"}
+    assert listing["my_files"]["replaced"] == {}
+    assert "stream source file:  (replaced by my_files)" in spaseq(site, "plugins").stdout
+
+
+def test_of_two_plugins_with_one_scheme_the_later_entry_point_name_wins_wherever_installed(tmp_path):
+    sites = []
+    for module in ("b_counter", "a_counter"):
+        (tmp_path / module).mkdir()
+        sites.append(source_plugin(tmp_path / module, module, "counter"))
+    (tmp_path / "q.rq").write_text(QUERY)
+    for path in (os.pathsep.join(map(str, sites)), os.pathsep.join(map(str, sites[::-1]))):
+        p = spaseq(path, "run", str(tmp_path / "q.rq"), "--stream", "S=counter:1")
+        assert subjects(p) == ["http://example.org/b_counter"]
+        assert "stream source counter: is provided by two plugins, plugin a_counter" in p.stderr
+        assert "b_counter's is used" in p.stderr
+        assert "a_counter  (a-counter 1.0)\n  stream source counter:  (replaced by b_counter)\n" in \
+            spaseq(path, "plugins").stdout

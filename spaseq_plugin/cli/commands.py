@@ -554,7 +554,8 @@ def _plugins(args) -> int:
     for plugin in listing:
         print(f"{plugin['name']}  ({plugin['package']} {plugin['version']})")
         for item in plugin["provides"]:
-            print(f"  {item}")
+            by = plugin["replaced"].get(item)
+            print(f"  {item}  (replaced by {by})" if by else f"  {item}")
     return 0
 
 
