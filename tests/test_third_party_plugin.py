@@ -120,3 +120,41 @@ def test_of_two_plugins_with_one_scheme_the_later_entry_point_name_wins_wherever
         assert "b_counter's is used" in p.stderr
         assert "a_counter  (a-counter 1.0)\n  stream source counter:  (replaced by b_counter)\n" in \
             spaseq(path, "plugins").stdout
+
+
+BROKEN = {   # what is wrong -> (the plugin's code, what the message says)
+    "import": ("import not_a_module_xyz\n", "cannot be loaded: ModuleNotFoundError: No module named"),
+    "argument": ("@hookimpl\ndef spaseq_configure(cfg):\n    pass\n", "for hook 'spaseq_configure'"),
+    "configure": ("@hookimpl\ndef spaseq_configure(config):\n    raise RuntimeError('no service')\n",
+                  "failed in spaseq_configure: RuntimeError: no service"),
+    "started": ("@hookimpl\ndef spaseq_query_started(engine):\n    raise ValueError('refused')\n",
+                "failed in spaseq_query_started: ValueError: refused"),
+    "raises": ("@hookimpl\ndef spaseq_stream_sources():\n    return [] + None\n",
+               "failed in spaseq_stream_sources: TypeError"),
+    "not a list": ("@hookimpl\ndef spaseq_stream_sources():\n    return StreamSource('one', None)\n",
+                   "returned StreamSource from spaseq_stream_sources, not a list of StreamSource objects"),
+}
+NAMED = "plugin broken (module broken, package broken 1.0) "
+
+
+@pytest.mark.parametrize("fault", BROKEN)
+def test_a_broken_plugin_is_named_with_its_hook_not_reported_as_an_internal_error(tmp_path, fault):
+    code, message = BROKEN[fault]
+    site = fake_plugin(tmp_path, "broken", code)
+    (tmp_path / "q.rq").write_text(QUERY)
+    (tmp_path / "s.trig").write_text("@prefix : <http://example/> . @prefix prov: <http://www.w3.org/ns/prov#> .\n"
+                                     ":e1 prov:generatedAtTime 1 . :e1 { :a :b :c . }\n")
+    p = spaseq(site, "run", str(tmp_path / "q.rq"), "--stream", "S=" + str(tmp_path / "s.trig"))
+    assert p.returncode == 1
+    assert p.stderr.startswith("spaseq: error: " + NAMED) and message in p.stderr, p.stderr
+    assert "internal error" not in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("fault", [fault for fault in BROKEN if fault != "started"])    # (it starts no query)
+def test_spaseq_plugins_lists_the_others_and_names_the_broken_one(tmp_path, fault):
+    code, message = BROKEN[fault]
+    p = spaseq(fake_plugin(tmp_path, "broken", code), "plugins")
+    assert "spaseq_plugin.streams.files  (spaseq-plugin (built in)" in p.stdout
+    assert "\nbroken  (broken 1.0)\n" in p.stdout
+    assert p.returncode == 1 and p.stderr.startswith("spaseq: error: " + NAMED) and message in p.stderr, p.stderr
+    assert "internal error" not in p.stderr and "Traceback" not in p.stderr
