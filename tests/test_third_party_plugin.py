@@ -158,3 +158,20 @@ def test_spaseq_plugins_lists_the_others_and_names_the_broken_one(tmp_path, faul
     assert "\nbroken  (broken 1.0)\n" in p.stdout
     assert p.returncode == 1 and p.stderr.startswith("spaseq: error: " + NAMED) and message in p.stderr, p.stderr
     assert "internal error" not in p.stderr and "Traceback" not in p.stderr
+
+
+def test_a_plugin_failing_when_the_query_stops_costs_no_result(tmp_path):
+    site = fake_plugin(tmp_path, "broken", "@hookimpl\ndef spaseq_query_stopped(engine):\n"
+                                           "    print('results', engine.stats.results)\n"
+                                           "    raise ValueError('cannot upload')\n")
+    (tmp_path / "q.rq").write_text(QUERY)
+    (tmp_path / "s.trig").write_text("@prefix : <http://example/> . @prefix prov: <http://www.w3.org/ns/prov#> .\n"
+                                     + "".join(f":e{i} prov:generatedAtTime {i} . :e{i} {{ :a{i} :b :c . }}\n"
+                                               for i in (1, 2, 3)))
+    out = tmp_path / "out.jsonl"
+    p = spaseq(site, "run", str(tmp_path / "q.rq"), "--stream", "S=" + str(tmp_path / "s.trig"), "-o", str(out))
+    assert p.returncode == 1
+    assert p.stdout == "results 3\n"        # the hook comes once the results are all counted
+    assert len(out.read_text().splitlines()) == 3
+    assert p.stderr.splitlines()[-1] == ("spaseq: error: " + NAMED +
+                                         "failed in spaseq_query_stopped: ValueError: cannot upload")

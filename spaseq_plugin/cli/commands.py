@@ -896,7 +896,7 @@ def _run(args) -> int:
         prepare_collector()
         started = time.perf_counter()
         interrupted: KeyboardInterrupt | None = None
-        stopped: LimitError | None = None
+        stopped: LimitError | PluginError | None = None
         reserve = bytearray(MEMORY_RESERVE)     # given back on running out of memory (below)
         try:
             results = (engine.run(_flushing(progress.counting(items), writers,
@@ -911,7 +911,7 @@ def _run(args) -> int:
             interrupted = stop
             if checkpoints is not None and graceful is not None and graceful.drained:
                 checkpoints.input_ended()   # (a live source sends none of it again)
-        except LimitError as e:
+        except (LimitError, PluginError) as e:
             stopped = e             # the results before it are written out whole, and summarised
         except MemoryError:
             # The run's state is lost; give back the reserve and the state, so that
