@@ -81,6 +81,13 @@ class OutputError(SpaseqError):
     closed device.  The message names the output."""
 
 
+class PluginError(SpaseqError):
+    """A third-party plugin failed: it cannot be loaded or registered, it implements a hook
+    that does not exist, it raised in a hook, or a hook returned what the hook does not
+    return.  The message names the plugin (entry point, module, package) and the hook;
+    the command exits with status 1."""
+
+
 class LimitError(SpaseqError):
     """A documented limit was reached (a cap on runs, on memory, on time...).
     The message names the limit and the flag that raises it; the command

@@ -3,7 +3,10 @@
 As in pytest and datasette: one :mod:`~spaseq_plugin.hookspecs` module, the
 built-in features registered as default plugins through the same hooks a
 third party uses, third-party plugins loaded from the ``spaseq`` entry-point
-group, and ``check_pending()`` so that a misspelt hook is an error.
+group, and ``check_pending()`` so that a misspelt hook is an error.  A
+third-party plugin that fails (cannot be loaded, implements a hook wrongly,
+raises in one, returns what it should not) is a :class:`PluginError` naming
+it and the hook; ``spaseq plugins`` lists the others and names it.
 
 >>> from spaseq_plugin.plugins import kb_store, stream_source, result_sink
 >>> kb_store("oxigraph").scheme, stream_source("file").scheme, result_sink("jsonl").name
@@ -14,6 +17,7 @@ from __future__ import annotations
 
 import importlib
 import importlib.metadata
+import logging
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable
@@ -21,7 +25,7 @@ from typing import Callable
 import pluggy
 
 from . import hookspecs
-from .errors import SpaseqError
+from .errors import PluginError, SpaseqError
 from .hookspecs import KbStore, ResultSink, StreamSource  # re-exported: plugins import them from here
 
 # The built-in plugins, registered exactly like third-party ones.
@@ -37,6 +41,8 @@ DEFAULT_PLUGINS = (
     "spaseq_plugin.output.formats",
 )
 
+log = logging.getLogger(__name__)
+
 
 @dataclass
 class Registry:
@@ -45,46 +51,178 @@ class Registry:
     sinks: dict[str, ResultSink] = field(default_factory=dict)
     functions: dict[str, Callable] = field(default_factory=dict)
     provided_by: dict[str, list[str]] = field(default_factory=dict)
+    #: per plugin, what it provides that another plugin's replaces: {"stream source file:": "other"}
+    replaced: dict[str, dict[str, str]] = field(default_factory=dict)
+    #: per plugin, what is wrong with its answers (left out of the tables)
+    problems: dict[str, list[str]] = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class PluginInfo:
+    """Where a plugin comes from: its entry-point name, what the entry point loads, its package."""
+    name: str
+    module: str
+    package: str | None         # None: built in
+    version: str
+
+
+@dataclass
+class _Plugins:
+    manager: pluggy.PluginManager
+    info: dict[str, PluginInfo]     # by name, in registration order (a broken plugin too)
+    problems: dict[str, list[str]] = field(default_factory=dict)    # by plugin: what is wrong with it
 
 
 @lru_cache(maxsize=1)
-def plugin_manager() -> pluggy.PluginManager:
-    """The process's plugin manager: defaults, then entry points, checked."""
+def _plugins() -> _Plugins:
+    """Every plugin, registered; a third-party one that cannot be is left out, its problem kept."""
     pm = pluggy.PluginManager("spaseq")
     pm.add_hookspecs(hookspecs)
-    for name in DEFAULT_PLUGINS:
+    plugins = _Plugins(pm, {})
+    for name in DEFAULT_PLUGINS:        # (a failure here is spaseq's own)
         pm.register(importlib.import_module(name), name=name)
-    pm.load_setuptools_entrypoints("spaseq")
-    try:
-        pm.check_pending()
-    except pluggy.PluginValidationError as e:
-        raise SpaseqError(f"a plugin implements a hook that does not exist: {e}") from None
-    return pm
+        plugins.info[name] = PluginInfo(name, name, None, _own_version())
+    for entry_point, dist in _entry_points():
+        name = entry_point.name
+        plugins.info[name] = PluginInfo(name, entry_point.value, dist.metadata["Name"], dist.version)
+        try:
+            plugin = entry_point.load()
+        except Exception as e:
+            plugins.problems[name] = [f"cannot be loaded: {type(e).__name__}: {e}"]
+            continue
+        try:
+            pm.register(plugin, name=name)
+        except (pluggy.PluginValidationError, ValueError) as e:    # (ValueError: registered already)
+            plugins.problems[name] = ["cannot be registered: " + "; ".join(str(e).splitlines())]
+    # check_pending() names one plugin at a time: each is left out in turn, to name them all.
+    while True:
+        try:
+            pm.check_pending()
+            break
+        except pluggy.PluginValidationError as e:
+            name = pm.get_name(e.plugin)
+            unknown = sorted(hook.name for hook in pm.get_hookcallers(e.plugin) or () if not hook.has_spec())
+            plugins.problems.setdefault(name, []).append(
+                f"implements {', '.join(unknown)}, which is not a spaseq hook (the hooks: docs/plugins.md)")
+            pm.unregister(e.plugin)
+    return plugins
+
+
+def _entry_points() -> list[tuple[importlib.metadata.EntryPoint, importlib.metadata.Distribution]]:
+    """The ``spaseq`` entry points, sorted by name: the order they are registered in, so
+    that which of two plugins wins does not depend on where each is installed.  Of two
+    with one name, the first on ``sys.path`` (as ``import`` would take)."""
+    found: dict[str, tuple] = {}
+    for dist in importlib.metadata.distributions():
+        for entry_point in dist.entry_points:
+            if entry_point.group == "spaseq":
+                found.setdefault(entry_point.name, (entry_point, dist))
+    return [found[name] for name in sorted(found)]
+
+
+def plugin_manager() -> pluggy.PluginManager:
+    """The process's plugin manager: defaults, then entry points, checked.  Raises
+    :class:`PluginError` naming a plugin that cannot be loaded or implements a hook wrongly."""
+    _raise_problems(_plugins().problems)
+    return _plugins().manager
+
+
+def registry() -> Registry:
+    """What the plugins provide, by scheme and name.  Of two plugins providing one, the
+    later registered wins (pluggy calls it first): an installed plugin replaces a
+    built-in; of two installed ones, the one whose entry-point name sorts later.
+    Raises :class:`PluginError` naming a plugin whose hook failed or returned what it should not."""
+    plugin_manager()
+    _raise_problems(_registry().problems)
+    return _registry()
+
+
+def plugin_problems() -> list[str]:
+    """What is wrong with the installed plugins, each message naming its plugin."""
+    found = {**_plugins().problems}
+    for name, problems in _registry().problems.items():
+        found.setdefault(name, []).extend(problems)
+    return [f"{_describe(name)} {problem}" for name, problems in found.items() for problem in problems]
+
+
+def _raise_problems(problems: dict[str, list[str]]) -> None:
+    if problems:
+        name, [first, *_] = next(iter(problems.items()))
+        others = sum(map(len, problems.values())) - 1
+        also = f" (and {others} more problem(s) with plugins: 'spaseq plugins' lists them)" if others else ""
+        raise PluginError(f"{_describe(name)} {first}{also}")
+
+
+# hook -> (the class of what it returns, the Registry table, the key, how `spaseq plugins` shows it)
+_PROVIDERS = (
+    ("spaseq_kb_stores", KbStore, "stores", "scheme", "KB store {}:"),
+    ("spaseq_stream_sources", StreamSource, "sources", "scheme", "stream source {}:"),
+    ("spaseq_result_sinks", ResultSink, "sinks", "name", "sink {}"),
+)
 
 
 @lru_cache(maxsize=1)
-def registry() -> Registry:
-    """What the plugins provide, by scheme and name (first registration wins: later plugins
-    override earlier ones, as pluggy calls the last registered first)."""
-    pm = plugin_manager()
+def _registry() -> Registry:
+    """The registry, with the problems of the plugins whose hooks failed (their answers left out)."""
+    pm = _plugins().manager
     reg = Registry()
-    for impl in pm.hook.spaseq_kb_stores.get_hookimpls()[::-1]:
-        for store in impl.function() or ():
-            reg.stores[store.scheme] = store
-            reg.provided_by.setdefault(impl.plugin_name, []).append(f"KB store {store.scheme}:")
-    for impl in pm.hook.spaseq_stream_sources.get_hookimpls()[::-1]:
-        for source in impl.function() or ():
-            reg.sources[source.scheme] = source
-            reg.provided_by.setdefault(impl.plugin_name, []).append(f"stream source {source.scheme}:")
-    for impl in pm.hook.spaseq_result_sinks.get_hookimpls()[::-1]:
-        for sink in impl.function() or ():
-            reg.sinks[sink.name] = sink
-            reg.provided_by.setdefault(impl.plugin_name, []).append(f"sink {sink.name}")
-    for impl in pm.hook.spaseq_sparql_functions.get_hookimpls()[::-1]:
-        for iri, function in (impl.function() or {}).items():
+    owner: dict[str, str] = {}          # what -> the plugin whose claim is in effect
+
+    def claim(plugin: str, what: str) -> None:
+        previous = owner.get(what)
+        if previous is not None and previous != plugin and _plugins().info[previous].package is not None:
+            log.warning("%s is provided by two plugins, %s and %s: %s's is used (of two installed "
+                        "plugins, the one whose entry-point name sorts later; docs/plugins.md)",
+                        what, _describe(previous), _describe(plugin), plugin)
+        owner[what] = plugin
+        reg.provided_by.setdefault(plugin, []).append(what)
+
+    for hook, kind, table, key, label in _PROVIDERS:
+        for impl in getattr(pm.hook, hook).get_hookimpls():
+            for item in _answer(reg, impl, hook, kind):
+                getattr(reg, table)[getattr(item, key)] = item
+                claim(impl.plugin_name, label.format(getattr(item, key)))
+    for impl in pm.hook.spaseq_sparql_functions.get_hookimpls():
+        for iri, function in _answer(reg, impl, "spaseq_sparql_functions", dict):
             reg.functions[iri] = function
-            reg.provided_by.setdefault(impl.plugin_name, []).append(f"function <{iri}>")
+            claim(impl.plugin_name, f"function <{iri}>")
+    for plugin, provided in reg.provided_by.items():
+        for what in provided:
+            if owner[what] != plugin:
+                reg.replaced.setdefault(plugin, {})[what] = owner[what]
     return reg
+
+
+def _answer(reg: Registry, impl, hook: str, kind: type) -> list:
+    """What one plugin's ``hook`` returns: objects of class ``kind`` (for ``dict``, its
+    IRI-function pairs); [] with the problem kept if it fails or returns something else."""
+    try:
+        answer = impl.function()
+    except Exception as e:
+        reg.problems.setdefault(impl.plugin_name, []).append(f"failed in {hook}: {type(e).__name__}: {e}")
+        return []
+    if answer is None:
+        return []
+    if kind is dict:
+        if isinstance(answer, dict) and all(isinstance(iri, str) and callable(f) for iri, f in answer.items()):
+            return list(answer.items())
+        expected = "a dict of function IRI (a str) -> callable"
+    else:
+        if isinstance(answer, (list, tuple)) and all(isinstance(item, kind) for item in answer):
+            return list(answer)
+        expected = f"a list of {kind.__name__} objects"
+    got = type(answer).__name__ if not isinstance(answer, (list, tuple)) else \
+        f"a {type(answer).__name__} holding {', '.join(sorted({type(x).__name__ for x in answer}))}"
+    reg.problems.setdefault(impl.plugin_name, []).append(f"returned {got} from {hook}, not {expected}")
+    return []
+
+
+def _describe(name: str) -> str:
+    """``plugin NAME (module M, package P V)``, or ``built-in plugin NAME``."""
+    info = _plugins().info[name]
+    if info.package is None:
+        return f"built-in plugin {name}"
+    return f"plugin {name} (module {info.module}, package {info.package} {info.version})"
 
 
 def kb_store(scheme: str) -> KbStore:
@@ -118,17 +256,15 @@ def sparql_functions() -> dict:
 
 
 def plugin_list() -> list[dict]:
-    """What ``spaseq plugins`` shows: name, version, what it provides."""
-    pm = plugin_manager()
-    dists = {id(plugin): dist for plugin, dist in pm.list_plugin_distinfo()}
-    out = []
-    for name, plugin in pm.list_name_plugin():
-        dist = dists.get(id(plugin))
-        version = dist.version if dist is not None else _own_version()
-        package = dist.project_name if dist is not None else "spaseq-plugin (built in)"
-        out.append({"name": name, "package": package, "version": version,
-                    "provides": registry().provided_by.get(name, [])})
-    return out
+    """What ``spaseq plugins`` shows: name, version, what it provides, which of those
+    another plugin replaces (``replaced``: what -> the plugin whose is used), and what
+    is wrong with it (``problems``; its plugin is named by the listing)."""
+    reg = _registry()
+    return [{"name": info.name, "package": info.package or "spaseq-plugin (built in)",
+             "version": info.version, "provides": reg.provided_by.get(info.name, []),
+             "replaced": reg.replaced.get(info.name, {}),
+             "problems": _plugins().problems.get(info.name, []) + reg.problems.get(info.name, [])}
+            for info in _plugins().info.values()]
 
 
 def _own_version() -> str:
@@ -136,12 +272,35 @@ def _own_version() -> str:
 
 
 def call_configure(config: dict) -> None:
-    plugin_manager().hook.spaseq_configure(config=config)
+    _call("spaseq_configure", config=config)
 
 
 def call_started(engine) -> None:
-    plugin_manager().hook.spaseq_query_started(engine=engine)
+    _call("spaseq_query_started", engine=engine)
 
 
 def call_stopped(engine) -> None:
-    plugin_manager().hook.spaseq_query_stopped(engine=engine)
+    _call("spaseq_query_stopped", engine=engine)
+
+
+def _call(hook: str, **arguments) -> None:
+    """Call ``hook``; an error raised in a plugin becomes a :class:`PluginError` naming it."""
+    caller = getattr(plugin_manager().hook, hook)
+    try:
+        caller(**arguments)
+    except MemoryError:
+        raise
+    except Exception as e:
+        raise PluginError(f"{_culprit(caller, e)} failed in {hook}: {type(e).__name__}: {e}") from e
+
+
+def _culprit(caller: pluggy.HookCaller, error: Exception) -> str:
+    """The plugin whose implementation of the hook ``error`` went through (pluggy does not say)."""
+    plugins = {impl.function.__code__: impl.plugin_name
+               for impl in caller.get_hookimpls() if hasattr(impl.function, "__code__")}
+    tb = error.__traceback__
+    while tb is not None:
+        if tb.tb_frame.f_code in plugins:
+            return _describe(plugins[tb.tb_frame.f_code])
+        tb = tb.tb_next
+    return "a plugin"

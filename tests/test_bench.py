@@ -15,6 +15,7 @@ import io
 import json
 import re
 import sys
+import time
 
 import pyoxigraph as ox
 import pytest
@@ -153,6 +154,25 @@ def test_bad_arguments_exit_2(capsys):
     assert bench.run_bench(_args("--strategies", "sideways")) == 2
     assert bench.run_bench(_args("--windows", "5parsecs")) == 2
     assert "unknown" in capsys.readouterr().err
+    for value in ("-5", "0", "1e3,-1", "inf"):
+        with pytest.raises(bench.BenchError, match=f"^--kb-sizes {re.escape(value)}: "):
+            bench._plan(_args("--kb-sizes", value))
+
+
+def test_a_json_file_that_cannot_be_written_is_refused_before_the_bench_runs(tmp_path, capsys):
+    started = time.perf_counter()
+    assert bench.run_bench(_args("--quick", "--inline", "-w", "stock-v", "--events", "30", "--strategies", "next",
+                                 "--evaluators", "spectra", "--no-parse", "-q",
+                                 "--json", str(tmp_path / "no" / "out.json"))) == 2
+    assert capsys.readouterr().err == (f"spaseq bench: --json {tmp_path / 'no' / 'out.json'}: "
+                                       "No such file or directory\n")
+    assert time.perf_counter() - started < 5
+    kept = tmp_path / "kept.json"
+    kept.write_text("before")
+    assert bench.run_bench(_args("--read", str(tmp_path / "missing.trig"), "--json", str(kept))) == 2
+    assert kept.read_text() == "before"             # checked, not emptied
+    assert bench.run_bench(_args("--read", str(tmp_path / "missing.trig"), "--json", str(tmp_path / "new"))) == 2
+    assert not (tmp_path / "new").exists()          # checked, not made
     # (--events 0 ran the default 5,000 events, --timeout -1 failed every configuration)
     for flag, value in [("--events", "0"), ("--timeout", "-1"), ("--timeout", "nan"), ("--repeat", "0"),
                         ("--latency-rate", "inf"), ("--rdflib-seconds", "0")]:

@@ -41,6 +41,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..cli.arguments import more_than_zero, seconds
+from ..cli.paths import check_writable
+from ..errors import UsageError
 from ..output.formats import JsonLinesWriter
 from .bare import bare_parse, compare_reading
 from .digest import Digest, canonical_result
@@ -189,6 +191,12 @@ class BenchError(Exception):
 def run_bench(args: argparse.Namespace) -> int:
     """Run the benchmark ``args`` describe; 0 when every check passed, 1 when
     evaluators disagreed or a configuration failed, 2 for bad arguments."""
+    if getattr(args, "json", None):         # (written at the end: a bench can take hours)
+        try:
+            check_writable(f"--json {args.json}", args.json)
+        except UsageError as e:
+            print(f"spaseq bench: {e}", file=sys.stderr)
+            return 2
     if getattr(args, "engine", "stream") == "spark":
         from .spark import cmd_spark_bench
         return cmd_spark_bench(args)
@@ -320,8 +328,10 @@ def _plan(args) -> Plan:
     if getattr(args, "kb_sizes", None):
         try:
             kb_sizes = [int(float(x)) for x in _split(args.kb_sizes)]
-        except ValueError:
+        except (ValueError, OverflowError):     # (OverflowError: inf)
             raise BenchError(f"--kb-sizes {args.kb_sizes}: expected numbers of triples") from None
+        if min(kb_sizes, default=1) < 1:
+            raise BenchError(f"--kb-sizes {args.kb_sizes}: must be positive")
     repeat = max(1, int(getattr(args, "repeat", 1) or 1))
     return Plan(names, events, min(rdflib_events, events), rdflib_seconds, windows, strategies, evaluators, kb_sizes,
                 not getattr(args, "no_parse", False), repeat, float(getattr(args, "timeout", 900) or 900),

@@ -43,7 +43,7 @@ from ..language.limits import DEFAULT_MAX_ATOMS, DEFAULT_MAX_NESTING, QueryLimit
 from ..runtime.engine import Engine, prepare_collector, query_warnings
 from ..runtime.nfa_runtime import (DEFAULT_MAX_DISTINCT, DEFAULT_MAX_JOIN_STEPS, DEFAULT_MAX_RUNS, DEFAULT_MAX_STATE_BYTES, POLICIES,
                                    StateLimits)
-from ..errors import EventError, LimitError, QueryError, SpaseqError, StateLimitError, UsageError, as_usage_error
+from ..errors import EventError, LimitError, PluginError, QueryError, SpaseqError, StateLimitError, UsageError, as_usage_error
 from ..events import format_time, parse_time_text
 from ..evaluators.spectra import SpectraEvaluator
 from ..bench.runner import add_bench_parser
@@ -57,7 +57,7 @@ from .kb_commands import add_kb_parser
 from ..language.nfa import automaton_svg
 from ..output.formats import FORMATS, check_format
 from ..output.writer import NamedOutput
-from ..plugins import call_configure, plugin_list, registry, result_sink, stream_source
+from ..plugins import call_configure, plugin_list, plugin_problems, registry, result_sink, stream_source
 from ..spark.session import require_pyspark
 from ..runtime.checkpoint import DEFAULT_INTERVAL, parse_interval
 from ..streams.files import (is_stream_file, merge_streams, read_manifest, read_manifest_streams, skip_items,
@@ -104,7 +104,8 @@ def main(argv: list[str] | None = None) -> int:
 def _command(args: argparse.Namespace) -> int:
     """Run the command; each kind of failure becomes its message and exit status."""
     try:
-        call_configure({k: v for k, v in vars(args).items() if k != "func"})
+        if args.func is not _plugins:       # (it lists the plugins even when one is broken)
+            call_configure(_configuration(args))
         return args.func(args)
     except QueryError as e:
         where = f"{args.query}: " if isinstance(getattr(args, "query", None), str) else ""
@@ -140,6 +141,11 @@ def _command(args: argparse.Namespace) -> int:
         if os.environ.get("SPASEQ_DEBUG"):
             raise
         return EXIT_FAILED
+
+
+def _configuration(args: argparse.Namespace) -> dict:
+    """What ``spaseq_configure`` is given: the parsed options."""
+    return {k: v for k, v in vars(args).items() if k != "func"}
 
 
 def _error(message: str) -> None:
@@ -547,15 +553,28 @@ def _limit_value(flag: str, text: str, size: bool = False) -> int | None:
 
 
 def _plugins(args) -> int:
+    """The plugins and what they provide; a broken one is listed with what is wrong with
+    it, named on stderr, and the exit status is 1."""
+    problems = plugin_problems()
+    if not problems:                    # (a plugin's configure hook may fail too)
+        try:
+            call_configure(_configuration(args))
+        except PluginError as e:
+            problems = [str(e)]
     listing = plugin_list()
     if args.json:
         print(json.dumps(listing, indent=1))
-        return 0
-    for plugin in listing:
-        print(f"{plugin['name']}  ({plugin['package']} {plugin['version']})")
-        for item in plugin["provides"]:
-            print(f"  {item}")
-    return 0
+    else:
+        for plugin in listing:
+            print(f"{plugin['name']}  ({plugin['package']} {plugin['version']})")
+            for item in plugin["provides"]:
+                by = plugin["replaced"].get(item)
+                print(f"  {item}  (replaced by {by})" if by else f"  {item}")
+            for problem in plugin["problems"]:
+                print(f"  BROKEN: {problem}")
+    for problem in problems:
+        _error(f"error: {problem}")
+    return EXIT_FAILED if problems else EXIT_OK
 
 
 def _explain(args) -> int:
@@ -877,7 +896,7 @@ def _run(args) -> int:
         prepare_collector()
         started = time.perf_counter()
         interrupted: KeyboardInterrupt | None = None
-        stopped: LimitError | None = None
+        stopped: LimitError | PluginError | None = None
         reserve = bytearray(MEMORY_RESERVE)     # given back on running out of memory (below)
         try:
             results = (engine.run(_flushing(progress.counting(items), writers,
@@ -892,7 +911,7 @@ def _run(args) -> int:
             interrupted = stop
             if checkpoints is not None and graceful is not None and graceful.drained:
                 checkpoints.input_ended()   # (a live source sends none of it again)
-        except LimitError as e:
+        except (LimitError, PluginError) as e:
             stopped = e             # the results before it are written out whole, and summarised
         except MemoryError:
             # The run's state is lost; give back the reserve and the state, so that

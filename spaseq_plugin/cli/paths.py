@@ -10,7 +10,7 @@ import glob
 import os
 from collections.abc import Callable, Iterable
 
-from ..errors import UsageError
+from ..errors import UsageError, as_usage_error
 
 
 def same_file(first: str, second: str) -> bool:
@@ -51,3 +51,14 @@ def check_not_collected(outputs: Iterable[tuple[str, str]], locations: Iterable[
             if inside:
                 raise UsageError(f"{argument}: {what} would read it as input (in a later run, "
                                  "or in this one): give a file elsewhere")
+
+
+def check_writable(argument: str, path: str) -> None:
+    """Raise ``UsageError`` naming ``argument`` (``--json out.json``) unless ``path`` can be
+    opened for writing: for a file a long command writes only at its end.  The file is
+    left as it was (not made, not emptied)."""
+    existed = os.path.lexists(path)
+    with as_usage_error(argument):
+        open(path, "a", encoding="utf-8").close()
+    if not existed:
+        os.remove(path)

@@ -136,10 +136,13 @@ async def run_async(engine, events, *, close: bool = True, checkpoint=None) -> A
         if count % 256 == 0:
             await asyncio.sleep(0)      # let other tasks run on a fast input
     if close:
-        for result in engine.close():
+        # As Engine.run: every result is yielded before the plugins' stop hook, whose
+        # failure then costs none of them.
+        for result in engine._finish():
             yield result
         if checkpoint is not None:
             checkpoint.save({"sources": [position]}, engine.stats.events, finished=True)
+        engine._stopped()
 
 
 def open_source_async(location: str, stream_iri: str) -> AsyncIterator[Event | EventError]:

@@ -143,7 +143,7 @@ class Engine:
                 self._start_kind = kind
         self.runtime = Runtime(self.compiled, self.evaluator, self._on_match, start, state_limits)
         self._keyed = bool(self.compiled.partition_by)       # stats count live keys
-        self._closed = False
+        self._closed = self._stop_called = False
         call_started(self)
         self._batcher = Batcher(self.runtime, self._collector, self.compiled.streams)
         self._ignored_streams: set[str] = set()
@@ -212,14 +212,28 @@ class Engine:
             self.on_reject(error)
 
     def close(self) -> list[Result]:
-        """End of input: finish the last timestamp and emit pending matches."""
+        """End of input: finish the last timestamp and emit pending matches; then
+        the plugins' ``spaseq_query_stopped`` (a plugin failing there raises
+        :class:`~spaseq_plugin.errors.PluginError`: :meth:`run` yields every result first)."""
+        results = self._finish()
+        self._stopped()
+        return results
+
+    def _finish(self) -> list[Result]:
         self._batcher.finish()
+        results = self._batcher.drain()
         if not self._closed:
             self._closed = True
-            call_stopped(self)
             if self._own_kb:
                 self.kb.close()
-        return self._batcher.drain()
+        return results
+
+    def _stopped(self) -> None:
+        # Once, after the drain (engine.stats final) and the KB closed: a plugin failing
+        # here costs neither.
+        if not self._stop_called:
+            self._stop_called = True
+            call_stopped(self)
 
     def run(self, items: Iterable[Event | EventError]) -> Iterator[Result]:
         """Evaluate over a whole time-ordered input, yielding results as they come."""
@@ -235,7 +249,8 @@ class Engine:
                 yield from self.idle()
             else:
                 self.reject(item)
-        yield from self.close()
+        yield from self._finish()
+        self._stopped()
 
     # -- checkpoints -------------------------------------------------------
 
