@@ -826,7 +826,7 @@ class Runtime:
         if self._memo:
             self._memo = {}
         if self._taken:
-            self._taken = set()
+            self._taken.clear()
         if self._locals:
             self._locals = {}
         if self.tumbling:
