@@ -1069,7 +1069,7 @@ def _parse_start(text: str) -> str:
     try:
         parse_time_text(text)
     except ValueError as error:
-        raise UsageError(f"--start {text}: {error}") from None
+        raise UsageError(f"--start: {error}") from None     # (the error quotes the text)
     return text
 
 

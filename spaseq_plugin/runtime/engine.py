@@ -488,7 +488,8 @@ def read_start(start) -> tuple[Time, bool | None, str]:
     try:
         time, kind = start_time(start)
     except ValueError as error:
-        raise UsageError(f"start {shown}: {error}") from None
+        # (an error about text quotes it; one about a value names its type or value)
+        raise UsageError(f"start: {error}") from None
     return time, kind, shown
 
 
