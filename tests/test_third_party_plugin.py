@@ -243,6 +243,20 @@ def test_a_plugins_source_sink_or_store_failing_when_called_is_named(tmp_path, f
     assert "internal error" not in p.stderr and "Traceback" not in p.stderr
 
 
+@pytest.mark.parametrize("fault", ["sink write", "sink close"])
+def test_a_plugins_sink_failing_costs_the_other_outputs_nothing(tmp_path, fault):
+    code, arguments, message = FAILING[fault]
+    site = fake_plugin(tmp_path, "broken", code)
+    (tmp_path / "q.rq").write_text(QUERY)
+    out = tmp_path / "out.jsonl"
+    p = spaseq(site, "run", str(tmp_path / "q.rq"), "--stream", "S=" + str(stream_file(tmp_path)),
+               "-o", str(out), *arguments)
+    assert p.returncode == 1 and p.stderr.splitlines()[-1].endswith(message), p.stderr
+    # the results before the failure, in full (write: the first one; close: all three)
+    assert len(out.read_text().splitlines()) == (1 if fault == "sink write" else 3)
+    assert f"spaseq: {1 if fault == 'sink write' else 3} events" in p.stderr     # and the summary
+
+
 def test_a_plugins_own_spaseq_error_is_passed_on_as_it_is(tmp_path):
     # (as before: the plugin reports the user's mistake, which is not the plugin's failure)
     site = fake_plugin(tmp_path, "broken", "from spaseq_plugin.errors import UsageError\n"
