@@ -87,7 +87,13 @@ class PluginError(SpaseqError):
     return.  The message names the plugin (entry point, module, package) and the hook;
     the command exits with status 1.  So is an error that a stream source, result sink or
     KB store of a third-party plugin raises when spaseq calls it (unless it is a
-    :class:`SpaseqError`: the plugin's own report, passed on as it is)."""
+    :class:`SpaseqError`: the plugin's own report, passed on as it is).
+
+    ``results``: raised by :meth:`Engine.close() <spaseq_plugin.runtime.engine.Engine.close>`
+    (a ``spaseq_query_stopped`` hook failed), the results ``close()`` would have returned;
+    otherwise ``None``."""
+
+    results: list | None = None
 
 
 class LimitError(SpaseqError):

@@ -266,3 +266,35 @@ def test_a_plugins_own_spaseq_error_is_passed_on_as_it_is(tmp_path):
     (tmp_path / "q.rq").write_text(QUERY)
     p = spaseq(site, "run", str(tmp_path / "q.rq"), "--stream", "S=bad:host")
     assert p.returncode == 2 and p.stderr == "spaseq: --stream S=bad:host: bad: expects host:port, not host\n"
+
+
+ENGINE_CLOSE = """
+import pyoxigraph as ox
+from spaseq_plugin import Engine
+from spaseq_plugin.errors import PluginError
+engine = Engine(open({query!r}).read())
+p = ox.NamedNode("http://example.org/p")
+for t in (1, 2):        # (stream T sends nothing: time 2 is final only at close)
+    engine.push("http://example.org/s", t, [ox.Triple(ox.NamedNode(f"http://example.org/a{{t}}"), p, ox.Literal(t))])
+try:
+    engine.close()
+except PluginError as error:
+    print("raised:", error)
+    print("results:", [r.bindings["s"].value for r in error.results])
+print("again:", engine.close())
+"""
+
+
+def test_engine_close_keeps_its_results_when_a_plugin_fails_as_the_query_stops(tmp_path):
+    site = fake_plugin(tmp_path, "broken", "@hookimpl\ndef spaseq_query_stopped(engine):\n"
+                                           "    raise ValueError('cannot upload')\n")
+    (tmp_path / "q.rq").write_text(QUERY.replace("FROM STREAM S <http://example.org/s>", "FROM STREAM S "
+                                                 "<http://example.org/s> FROM STREAM T <http://example.org/t>"))
+    env = dict(os.environ, PYTHONPATH=str(site))
+    p = subprocess.run([sys.executable, "-c", ENGINE_CLOSE.format(query=str(tmp_path / "q.rq"))],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == [
+        "raised: " + NAMED + "failed in spaseq_query_stopped: ValueError: cannot upload",
+        "results: ['http://example.org/a2']",       # (time 1's came from the second push)
+        "again: []"]
