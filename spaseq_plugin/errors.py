@@ -85,7 +85,15 @@ class PluginError(SpaseqError):
     """A third-party plugin failed: it cannot be loaded or registered, it implements a hook
     that does not exist, it raised in a hook, or a hook returned what the hook does not
     return.  The message names the plugin (entry point, module, package) and the hook;
-    the command exits with status 1."""
+    the command exits with status 1.  So is an error that a stream source, result sink or
+    KB store of a third-party plugin raises when spaseq calls it (unless it is a
+    :class:`SpaseqError`: the plugin's own report, passed on as it is).
+
+    ``results``: raised by :meth:`Engine.close() <spaseq_plugin.runtime.engine.Engine.close>`
+    (a ``spaseq_query_stopped`` hook failed), the results ``close()`` would have returned;
+    otherwise ``None``."""
+
+    results: list | None = None
 
 
 class LimitError(SpaseqError):
@@ -102,11 +110,12 @@ class StateLimitError(LimitError):
 @contextlib.contextmanager
 def as_usage_error(label: str, values: tuple[str, ...] = ()):
     """Errors met while opening what an argument names become usage errors naming it:
-    ``--output out/x.csv: No such file or directory``.  A message that starts with one
+    ``--output out/x.csv: No such file or directory`` (not a query error, a limit, or a
+    plugin's failure, which names the plugin).  A message that starts with one
     of ``values`` (``kb.ttl: ...``) follows the label: ``--kb kb.ttl: ...``."""
     try:
         yield
-    except (QueryError, LimitError):
+    except (QueryError, LimitError, PluginError):    # (a plugin's failure is not the argument's)
         raise
     except OSError as e:
         strerror = e.strerror or str(e)

@@ -68,7 +68,7 @@ class KnowledgeBase:
     @classmethod
     def from_specs(cls, specs: list[str]) -> "KnowledgeBase":
         """Open the KB that ``--kb`` values describe (see the module docstring)."""
-        from .plugins import kb_store
+        from .plugins import guard_of, kb_store
         parsed = [(spec, parse_kb_spec(spec)) for spec in specs]
         stores = [spec for spec, kind in parsed if kind.store]
         if stores and len(specs) > 1:
@@ -76,7 +76,10 @@ class KnowledgeBase:
                              "--kb values")
         if stores:
             kind = parsed[0][1]
-            return kb_store(kind.store).open(kind.path)
+            store = kb_store(kind.store)
+            kb = store.open(kind.path)
+            guard = guard_of(store)             # (a third-party plugin's: its errors name it)
+            return PluginKnowledgeBase(kb, guard) if guard is not None and isinstance(kb, KnowledgeBase) else kb
         kb = kb_store("oxigraph").open("")
         for spec, kind in parsed:
             if not os.path.exists(kind.path):
@@ -89,6 +92,47 @@ class KnowledgeBase:
                 raise UsageError(f"{spec}: {str(e).removeprefix(kind.path + ': ')}") from None
             log.info("KB: loaded %s%s", kind.path, f" into <{kind.graph}>" if kind.graph else "")
         return kb
+
+
+class PluginKnowledgeBase(KnowledgeBase):
+    """The knowledge base of a third-party plugin's KB store: its attributes are the
+    plugin's object's, and an error its methods raise is a
+    :class:`~spaseq_plugin.errors.PluginError` naming the plugin and the method
+    (``guard``: ``plugins.guard_of``); :class:`SpaseqError` passes as it is."""
+
+    def __init__(self, kb: KnowledgeBase, guard):
+        self._target = kb
+        self._guard = guard
+
+    def __getattr__(self, name: str):       # (block_solutions, check_query, ...)
+        if name in ("_target", "_guard"):     # (not set yet: copy, pickle)
+            raise AttributeError(name)
+        return self._guard.attribute(self._target, name)
+
+    def __repr__(self) -> str:
+        return f"<knowledge base of plugin {self._guard.plugin}: {self._target!r}>"
+
+    @property
+    def description(self) -> str:
+        return getattr(self._target, "description", KnowledgeBase.description)
+
+    def graph_names(self) -> list[str]:
+        return self._guard.call(self._target.graph_names, "graph_names()")
+
+    def select(self, sparql: str) -> Iterator[dict[str, object]]:
+        return self._guard.items(self._guard.call(self._target.select, "select()", sparql), "select()")
+
+    def quads(self, graph: str | None = None) -> Iterator[ox.Quad]:
+        return self._guard.items(self._guard.call(self._target.quads, "quads()", graph), "quads()")
+
+    def working_store(self) -> ox.Store | None:
+        return self._guard.call(self._target.working_store, "working_store()")
+
+    def close(self) -> None:
+        return self._guard.call(self._target.close, "close()")
+
+    def missing_graphs(self, iris: Iterable[str]) -> list[str]:
+        return self._guard.call(self._target.missing_graphs, "missing_graphs()", iris)
 
 
 def solution_count(rows: Iterable[Solution], var: str, source: str) -> int:

@@ -6,7 +6,12 @@ third party uses, third-party plugins loaded from the ``spaseq`` entry-point
 group, and ``check_pending()`` so that a misspelt hook is an error.  A
 third-party plugin that fails (cannot be loaded, implements a hook wrongly,
 raises in one, returns what it should not) is a :class:`PluginError` naming
-it and the hook; ``spaseq plugins`` lists the others and names it.
+it and the hook; ``spaseq plugins`` lists the others and names it.  So is an
+error in what it provides, called later: the stores, sources and sinks of a
+third-party plugin are registered wrapped (:func:`_guarded`), so that an
+error raised by their ``open()``, by what that returns (a source's events, a
+writer's ``write()``; a KB's ``select()``..., wrapped by
+``KnowledgeBase.from_specs``) names the plugin and the call.
 
 >>> from spaseq_plugin.plugins import kb_store, stream_source, result_sink
 >>> kb_store("oxigraph").scheme, stream_source("file").scheme, result_sink("jsonl").name
@@ -15,12 +20,14 @@ it and the hook; ``spaseq plugins`` lists the others and names it.
 
 from __future__ import annotations
 
+import copy
 import importlib
 import importlib.metadata
 import logging
+import types
 from dataclasses import dataclass, field
 from functools import lru_cache
-from typing import Callable
+from typing import Callable, Iterator
 
 import pluggy
 
@@ -153,11 +160,12 @@ def _raise_problems(problems: dict[str, list[str]]) -> None:
         raise PluginError(f"{_describe(name)} {first}{also}")
 
 
-# hook -> (the class of what it returns, the Registry table, the key, how `spaseq plugins` shows it)
+# hook -> (the class of what it returns, the Registry table, the key, how `spaseq plugins` shows it,
+# how an error in what it provides names it)
 _PROVIDERS = (
-    ("spaseq_kb_stores", KbStore, "stores", "scheme", "KB store {}:"),
-    ("spaseq_stream_sources", StreamSource, "sources", "scheme", "stream source {}:"),
-    ("spaseq_result_sinks", ResultSink, "sinks", "name", "sink {}"),
+    ("spaseq_kb_stores", KbStore, "stores", "scheme", "KB store {}:", "KB store '{}:'"),
+    ("spaseq_stream_sources", StreamSource, "sources", "scheme", "stream source {}:", "stream source '{}:'"),
+    ("spaseq_result_sinks", ResultSink, "sinks", "name", "sink {}", "result sink '{}'"),
 )
 
 
@@ -177,11 +185,15 @@ def _registry() -> Registry:
         owner[what] = plugin
         reg.provided_by.setdefault(plugin, []).append(what)
 
-    for hook, kind, table, key, label in _PROVIDERS:
+    for hook, kind, table, key, label, called in _PROVIDERS:
         for impl in getattr(pm.hook, hook).get_hookimpls():
+            third_party = _plugins().info[impl.plugin_name].package is not None
             for item in _answer(reg, impl, hook, kind):
-                getattr(reg, table)[getattr(item, key)] = item
-                claim(impl.plugin_name, label.format(getattr(item, key)))
+                name = getattr(item, key)
+                # (built-in ones are spaseq's own code: their errors keep their own messages)
+                getattr(reg, table)[name] = _guarded(item, impl.plugin_name, called.format(name)) \
+                    if third_party else item
+                claim(impl.plugin_name, label.format(name))
     for impl in pm.hook.spaseq_sparql_functions.get_hookimpls():
         for iri, function in _answer(reg, impl, "spaseq_sparql_functions", dict):
             reg.functions[iri] = function
@@ -223,6 +235,142 @@ def _describe(name: str) -> str:
     if info.package is None:
         return f"built-in plugin {name}"
     return f"plugin {name} (module {info.module}, package {info.package} {info.version})"
+
+
+# -- what third-party plugins provide, guarded --------------------------------------------
+
+# Errors that pass through a guard as they are: spaseq's own (a plugin may raise them to
+# report a user's mistake, a source an EventError) and running out of memory.
+_PASSED = (SpaseqError, MemoryError)
+_PASSED_BY_NEXT = (StopIteration, *_PASSED)
+
+
+def _guarded(item, plugin: str, called: str):
+    """A copy of ``item`` (a third-party plugin's KbStore, StreamSource or ResultSink)
+    whose ``open()``, and the methods of what that returns, raise a :class:`PluginError`
+    naming ``plugin`` and the call (``called``: "stream source 'counter:'") for any error
+    but those of ``_PASSED``."""
+    guard = _Guard(plugin, called)
+    opener = item.open
+    # (a KB store's knowledge base is wrapped by KnowledgeBase.from_specs, in kb.py: the
+    # KnowledgeBase class is there, and kb.py imports this module)
+    wrap = guard.source if isinstance(item, StreamSource) else \
+        guard.writer if isinstance(item, ResultSink) else None
+
+    def open(*args, **kwargs):
+        opened = guard.call(opener, "open()", *args, **kwargs)
+        return opened if wrap is None else wrap(opened)
+
+    open.__wrapped__ = opener
+    open.guard = guard                  # (guard_of)
+    provided = copy.copy(item)          # (of its class, which may be a subclass)
+    object.__setattr__(provided, "open", open)      # (a frozen dataclass)
+    return provided
+
+
+def guard_of(provided) -> _Guard | None:
+    """The guard of a third-party plugin's KbStore, StreamSource or ResultSink as the
+    registry holds it (``call``, ``items``, ``attribute``); None for a built-in's."""
+    return getattr(provided.open, "guard", None)
+
+
+@dataclass(frozen=True)
+class _Guard:
+    plugin: str
+    called: str         # what the plugin provided: "stream source 'counter:'"
+
+    def error(self, doing: str, error: Exception) -> PluginError:
+        return PluginError(f"{_describe(self.plugin)} failed in {self.called} {doing}: "
+                           f"{type(error).__name__}: {error}")
+
+    def call(self, function: Callable, doing: str, *args, **kwargs):
+        try:
+            return function(*args, **kwargs)
+        except _PASSED:
+            raise
+        except Exception as e:
+            raise self.error(doing, e) from e
+
+    def items(self, iterable, doing: str) -> Iterator:
+        """The items of ``iterable``, read through one ``try`` around the whole loop (not
+        one per item); closing this closes it, as closing ``iterable`` would (``yield from``)."""
+        try:
+            yield from iterable
+        except _PASSED:
+            raise
+        except Exception as e:
+            raise self.error(doing, e) from e
+
+    def source(self, events):
+        """A source's iterator: a generator stays one (merge_arrival and aiter_blocking
+        close a generator otherwise than an object); an object keeps its methods
+        (stop_reading, close, commit...)."""
+        if isinstance(events, types.GeneratorType):
+            return self.items(events, "reading events")
+        return _GuardedSource(events, self)
+
+    def writer(self, writer):
+        return _GuardedWriter(writer, self)
+
+    def attribute(self, target, name: str):
+        """``target``'s attribute ``name``; a method guarded, named ``name()``."""
+        value = getattr(target, name)
+        if not callable(value) or name.startswith("__"):
+            return value
+
+        def method(*args, **kwargs):
+            return self.call(value, f"{name}()", *args, **kwargs)
+        return method
+
+
+class _Provided:
+    """What a third-party plugin's ``open()`` returned: its attributes are the object's,
+    its methods raise :class:`PluginError` naming the plugin (``_Guard.call``)."""
+
+    def __init__(self, target, guard: _Guard):
+        self._target = target
+        self._guard = guard
+
+    def __getattr__(self, name: str):
+        if name in ("_target", "_guard", "_iterator"):     # (not set yet: copy, pickle)
+            raise AttributeError(name)
+        return self._guard.attribute(self._target, name)
+
+    def __repr__(self) -> str:
+        return f"<{self._guard.called} of plugin {self._guard.plugin}: {self._target!r}>"
+
+
+class _GuardedSource(_Provided):
+    """A source's iterator that is not a generator: an iterator itself (``iter()`` of
+    it is it: closing what a consumer iterates closes the source), its ``__next__`` the
+    one Python call per event that a third-party object source costs."""
+
+    def __init__(self, target, guard: _Guard):
+        super().__init__(target, guard)
+        self._iterator = guard.call(iter, "open()", target)
+
+    def __iter__(self) -> _GuardedSource:
+        return self
+
+    def __next__(self):
+        try:
+            return next(self._iterator)
+        except _PASSED_BY_NEXT:
+            raise
+        except Exception as e:
+            raise self._guard.error("reading events", e) from e
+
+
+class _GuardedWriter(_Provided):
+    """A sink's writer; ``write`` without ``__getattr__``'s closure per result."""
+
+    def write(self, result) -> None:
+        try:
+            return self._target.write(result)
+        except _PASSED:
+            raise
+        except Exception as e:
+            raise self._guard.error("write()", e) from e
 
 
 def kb_store(scheme: str) -> KbStore:

@@ -60,7 +60,8 @@ def test_a_misspelt_hook_fails_loudly(tmp_path):
 def fake_plugin(site, module, source):
     """A package with module ``module`` and entry point ``module``, as pip would install it into ``site``."""
     (site / f"{module}.py").write_text("from spaseq_plugin import Event, hookimpl\n"
-                                       "from spaseq_plugin.plugins import StreamSource\n"
+                                       "from spaseq_plugin.kb import KnowledgeBase\n"
+                                       "from spaseq_plugin.plugins import KbStore, ResultSink, StreamSource\n"
                                        "import pyoxigraph as ox\n" + source)
     dist = site / f"{module}-1.0.dist-info"
     dist.mkdir()
@@ -175,3 +176,125 @@ def test_a_plugin_failing_when_the_query_stops_costs_no_result(tmp_path):
     assert len(out.read_text().splitlines()) == 3
     assert p.stderr.splitlines()[-1] == ("spaseq: error: " + NAMED +
                                          "failed in spaseq_query_stopped: ValueError: cannot upload")
+
+
+# What a plugin provides fails when spaseq calls it, later than its hook: the error names
+# the plugin and the call, and the run stops with status 1, never as an internal error.
+EVENT = ("Event(stream, {t}, (ox.Triple(ox.NamedNode('http://example.org/a{t}'), "
+         "ox.NamedNode('http://example.org/p'), ox.Literal({t})),))")
+SOURCE = "@hookimpl\ndef spaseq_stream_sources():\n    return [StreamSource('bad', open_source)]\n"
+SINK = ("@hookimpl\ndef spaseq_result_sinks():\n"
+        "    return [ResultSink('bad', lambda target, variables, options: Writer(), file_like=False)]\n")
+KB_STORE = ("@hookimpl\ndef spaseq_kb_stores():\n    return [KbStore('badkb', open_kb)]\n")
+FAILING = {   # what fails -> (the plugin's code, the arguments of spaseq run, what the message says)
+    "source open": ("def open_source(location, stream):\n    raise RuntimeError('cannot connect to ' + location)\n"
+                    + SOURCE, ["--stream", "S=bad:host"],
+                    "failed in stream source 'bad:' open(): RuntimeError: cannot connect to host"),
+    "source events": ("def open_source(location, stream):\n    yield " + EVENT.format(t=1) + "\n"
+                      "    raise RuntimeError('connection lost')\n" + SOURCE, ["--stream", "S=bad:host"],
+                      "failed in stream source 'bad:' reading events: RuntimeError: connection lost"),
+    "source object": ("class Source:\n    def __iter__(self):\n        return self\n"
+                      "    def __next__(self):\n        return {}['position']\n"
+                      "    def close(self):\n        pass\n"
+                      "def open_source(location, stream):\n    return Source()\n" + SOURCE,
+                      ["--stream", "S=bad:host"],
+                      "failed in stream source 'bad:' reading events: KeyError: 'position'"),
+    "sink open": ("def Writer():\n    raise RuntimeError('no bucket')\n" + SINK, ["--sink", "bad:bucket"],
+                  "failed in result sink 'bad' open(): RuntimeError: no bucket"),
+    "sink write": ("class Writer:\n    def write(self, result):\n        raise RuntimeError('quota exceeded')\n"
+                   "    def close(self):\n        pass\n" + SINK, ["--sink", "bad:bucket"],
+                   "failed in result sink 'bad' write(): RuntimeError: quota exceeded"),
+    "sink close": ("class Writer:\n    def write(self, result):\n        pass\n"
+                   "    def close(self):\n        raise RuntimeError('upload failed')\n" + SINK,
+                   ["--sink", "bad:bucket"],
+                   "failed in result sink 'bad' close(): RuntimeError: upload failed"),
+    "kb open": ("def open_kb(location):\n    raise RuntimeError('no database ' + location)\n" + KB_STORE,
+                ["--kb", "badkb:db1"], "failed in KB store 'badkb:' open(): RuntimeError: no database db1"),
+    "kb query": ("class Kb(KnowledgeBase):\n    def graph_names(self):\n        return ['http://example.org/kb']\n"
+                 "    def select(self, sparql):\n        raise RuntimeError('timed out')\n"
+                 "    def quads(self, graph=None):\n        yield from ()\n        raise RuntimeError('timed out')\n"
+                 "def open_kb(location):\n    return Kb()\n" + KB_STORE,    # (the evaluator copies the graph)
+                 ["--kb", "badkb:db1"], "failed in KB store 'badkb:' quads(): RuntimeError: timed out"),
+}
+KB_QUERY = """SELECT ?s ?o WITHIN 10 SECONDS
+FROM STREAM S <http://example.org/s>
+WHERE { SEQ (A) DEFINE GPM A ON S { ?s ?p ?v GRAPH <http://example.org/kb> { ?s ?q ?o } } }
+"""
+
+
+def stream_file(tmp_path, count=3):
+    path = tmp_path / "s.trig"
+    path.write_text("@prefix : <http://example/> . @prefix prov: <http://www.w3.org/ns/prov#> .\n"
+                    + "".join(f":e{i} prov:generatedAtTime {i} . :e{i} {{ :a{i} :b :c . }}\n"
+                              for i in range(1, count + 1)))
+    return path
+
+
+@pytest.mark.parametrize("fault", FAILING)
+def test_a_plugins_source_sink_or_store_failing_when_called_is_named(tmp_path, fault):
+    code, arguments, message = FAILING[fault]
+    site = fake_plugin(tmp_path, "broken", code)
+    (tmp_path / "q.rq").write_text(KB_QUERY if fault.startswith("kb") else QUERY)
+    if "--stream" not in arguments:
+        arguments = arguments + ["--stream", "S=" + str(stream_file(tmp_path))]
+    p = spaseq(site, "run", str(tmp_path / "q.rq"), *arguments)
+    assert p.returncode == 1, p.stderr
+    assert p.stderr.splitlines()[-1] == "spaseq: error: " + NAMED + message, p.stderr
+    assert "internal error" not in p.stderr and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("fault", ["sink write", "sink close"])
+def test_a_plugins_sink_failing_costs_the_other_outputs_nothing(tmp_path, fault):
+    code, arguments, message = FAILING[fault]
+    site = fake_plugin(tmp_path, "broken", code)
+    (tmp_path / "q.rq").write_text(QUERY)
+    out = tmp_path / "out.jsonl"
+    p = spaseq(site, "run", str(tmp_path / "q.rq"), "--stream", "S=" + str(stream_file(tmp_path)),
+               "-o", str(out), *arguments)
+    assert p.returncode == 1 and p.stderr.splitlines()[-1].endswith(message), p.stderr
+    # the results before the failure, in full (write: the first one; close: all three)
+    assert len(out.read_text().splitlines()) == (1 if fault == "sink write" else 3)
+    assert f"spaseq: {1 if fault == 'sink write' else 3} events" in p.stderr     # and the summary
+
+
+def test_a_plugins_own_spaseq_error_is_passed_on_as_it_is(tmp_path):
+    # (as before: the plugin reports the user's mistake, which is not the plugin's failure)
+    site = fake_plugin(tmp_path, "broken", "from spaseq_plugin.errors import UsageError\n"
+                                           "def open_source(location, stream):\n"
+                                           "    raise UsageError('bad: expects host:port, not ' + location)\n"
+                                           + SOURCE)
+    (tmp_path / "q.rq").write_text(QUERY)
+    p = spaseq(site, "run", str(tmp_path / "q.rq"), "--stream", "S=bad:host")
+    assert p.returncode == 2 and p.stderr == "spaseq: --stream S=bad:host: bad: expects host:port, not host\n"
+
+
+ENGINE_CLOSE = """
+import pyoxigraph as ox
+from spaseq_plugin import Engine
+from spaseq_plugin.errors import PluginError
+engine = Engine(open({query!r}).read())
+p = ox.NamedNode("http://example.org/p")
+for t in (1, 2):        # (stream T sends nothing: time 2 is final only at close)
+    engine.push("http://example.org/s", t, [ox.Triple(ox.NamedNode(f"http://example.org/a{{t}}"), p, ox.Literal(t))])
+try:
+    engine.close()
+except PluginError as error:
+    print("raised:", error)
+    print("results:", [r.bindings["s"].value for r in error.results])
+print("again:", engine.close())
+"""
+
+
+def test_engine_close_keeps_its_results_when_a_plugin_fails_as_the_query_stops(tmp_path):
+    site = fake_plugin(tmp_path, "broken", "@hookimpl\ndef spaseq_query_stopped(engine):\n"
+                                           "    raise ValueError('cannot upload')\n")
+    (tmp_path / "q.rq").write_text(QUERY.replace("FROM STREAM S <http://example.org/s>", "FROM STREAM S "
+                                                 "<http://example.org/s> FROM STREAM T <http://example.org/t>"))
+    env = dict(os.environ, PYTHONPATH=str(site))
+    p = subprocess.run([sys.executable, "-c", ENGINE_CLOSE.format(query=str(tmp_path / "q.rq"))],
+                       capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0, p.stderr
+    assert p.stdout.splitlines() == [
+        "raised: " + NAMED + "failed in spaseq_query_stopped: ValueError: cannot upload",
+        "results: ['http://example.org/a2']",       # (time 1's came from the second push)
+        "again: []"]

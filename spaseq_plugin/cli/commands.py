@@ -923,10 +923,13 @@ def _run(args) -> int:
         finally:
             progress.done()
         for writer in writers:
-            if interrupted is None:
-                writer.close()
-            else:
-                _close_after_stop(writer, interrupted, graceful, args.stop_timeout or STOP_TIMEOUT)
+            try:
+                if interrupted is None:
+                    writer.close()
+                else:
+                    _close_after_stop(writer, interrupted, graceful, args.stop_timeout or STOP_TIMEOUT)
+            except PluginError as e:        # (a plugin's sink: the other outputs are closed still)
+                stopped = stopped or e
         if checkpoints is not None and not interrupted and stopped is None:
             checkpoints.finish()
     if not args.quiet:

@@ -44,7 +44,7 @@ import pyoxigraph as ox
 
 from ..language.compiler import CompiledQuery, compile_query
 from ..language.limits import QueryLimits
-from ..errors import EventError, UsageError
+from ..errors import EventError, PluginError, UsageError
 from ..events import IDLE, Event, Time, as_time, start_time
 from ..evaluators.protocol import GpmEvaluator
 from ..evaluators.spectra import SpectraEvaluator
@@ -212,11 +212,26 @@ class Engine:
             self.on_reject(error)
 
     def close(self) -> list[Result]:
-        """End of input: finish the last timestamp and emit pending matches; then
-        the plugins' ``spaseq_query_stopped`` (a plugin failing there raises
-        :class:`~spaseq_plugin.errors.PluginError`: :meth:`run` yields every result first)."""
+        """End of input: finish the last timestamp and return the results that
+        became final; then the plugins' ``spaseq_query_stopped``.
+
+        A plugin failing there costs no result: the engine is closed (the KB it
+        opened too), and the :class:`~spaseq_plugin.errors.PluginError` naming the
+        plugin is raised with those results as its ``results``::
+
+            try:
+                final = engine.close()
+            except PluginError as error:
+                final = error.results       # and report the error
+
+        (:meth:`run` yields every result before it raises; ``on_result`` has had
+        them.)  Closing again returns ``[]`` and calls no hook."""
         results = self._finish()
-        self._stopped()
+        try:
+            self._stopped()
+        except PluginError as error:
+            error.results = results
+            raise
         return results
 
     def _finish(self) -> list[Result]:
