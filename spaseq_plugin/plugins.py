@@ -195,8 +195,9 @@ def _registry() -> Registry:
                     if third_party else item
                 claim(impl.plugin_name, label.format(name))
     for impl in pm.hook.spaseq_sparql_functions.get_hookimpls():
+        third_party = _plugins().info[impl.plugin_name].package is not None
         for iri, function in _answer(reg, impl, "spaseq_sparql_functions", dict):
-            reg.functions[iri] = function
+            reg.functions[iri] = _guarded_function(function, impl.plugin_name, iri) if third_party else function
             claim(impl.plugin_name, f"function <{iri}>")
     for plugin, provided in reg.provided_by.items():
         for what in provided:
@@ -266,6 +267,38 @@ def _guarded(item, plugin: str, called: str):
     provided = copy.copy(item)          # (of its class, which may be a subclass)
     object.__setattr__(provided, "open", open)      # (a frozen dataclass)
     return provided
+
+
+# A third-party FILTER function's failure, kept until the evaluator that ran the query
+# asks (raise_function_failure): pyoxigraph takes an exception for an error value.
+_function_failures: list[PluginError] = []
+
+
+def _guarded_function(function: Callable, plugin: str, iri: str) -> Callable:
+    """``function`` (a third-party plugin's FILTER function, which returns None for an
+    error value), whose exception is kept as a :class:`PluginError` naming the plugin
+    and the function, for :func:`raise_function_failure`, instead of passing for an
+    error value in the FILTER: a bug in a plugin would otherwise drop matches unseen."""
+    guard = _Guard(plugin, f"FILTER function <{iri}>")
+
+    def called(*arguments):
+        try:
+            return function(*arguments)
+        except Exception as e:
+            if not _function_failures:
+                error = guard.error("called", e)
+                error.__cause__ = e
+                _function_failures.append(error)
+            return None
+    called.__wrapped__ = function
+    return called
+
+
+def raise_function_failure() -> None:
+    """Raise the :class:`PluginError` of a third-party FILTER function that raised in a
+    query run since the last call, if one did (then it is forgotten)."""
+    if _function_failures:
+        raise _function_failures.pop()
 
 
 def guard_of(provided) -> _Guard | None:

@@ -215,7 +215,12 @@ FAILING = {   # what fails -> (the plugin's code, the arguments of spaseq run, w
                  "    def quads(self, graph=None):\n        yield from ()\n        raise RuntimeError('timed out')\n"
                  "def open_kb(location):\n    return Kb()\n" + KB_STORE,    # (the evaluator copies the graph)
                  ["--kb", "badkb:db1"], "failed in KB store 'badkb:' quads(): RuntimeError: timed out"),
+    "function": ("def is_big(term):\n    return ox.Literal(int(term.value) > 1)\n"      # (an IRI has no int)
+                 "@hookimpl\ndef spaseq_sparql_functions():\n    return {'http://example.org/fn#isBig': is_big}\n",
+                 [], "failed in FILTER function <http://example.org/fn#isBig> called: "
+                     "ValueError: invalid literal for int() with base 10: 'http://example/c'"),
 }
+FUNCTION_QUERY = QUERY.replace("?s ?p ?v }", "?s ?p ?v FILTER(<http://example.org/fn#isBig>(?v)) }")
 KB_QUERY = """SELECT ?s ?o WITHIN 10 SECONDS
 FROM STREAM S <http://example.org/s>
 WHERE { SEQ (A) DEFINE GPM A ON S { ?s ?p ?v GRAPH <http://example.org/kb> { ?s ?q ?o } } }
@@ -234,7 +239,8 @@ def stream_file(tmp_path, count=3):
 def test_a_plugins_source_sink_or_store_failing_when_called_is_named(tmp_path, fault):
     code, arguments, message = FAILING[fault]
     site = fake_plugin(tmp_path, "broken", code)
-    (tmp_path / "q.rq").write_text(KB_QUERY if fault.startswith("kb") else QUERY)
+    (tmp_path / "q.rq").write_text(KB_QUERY if fault.startswith("kb") else
+                                   FUNCTION_QUERY if fault == "function" else QUERY)
     if "--stream" not in arguments:
         arguments = arguments + ["--stream", "S=" + str(stream_file(tmp_path))]
     p = spaseq(site, "run", str(tmp_path / "q.rq"), *arguments)

@@ -51,8 +51,9 @@ class OxigraphEvaluator:
         # A KB that cannot take the event graph (on disk, rdflib, remote) is copied, one
         # named graph at a time, when a GPM first names it.
         self._copied: set[str] | None = None if shared is not None else set()
-        from ..plugins import sparql_functions
+        from ..plugins import raise_function_failure, sparql_functions
         self._functions = sparql_functions() or None
+        self._function_failure = raise_function_failure
         self._named_graphs = [ox.NamedNode(g) for g in kb.graph_names()] if shared is not None else []
         self._event: Event | None = None           # the event in _event_store
         self._event_store = ox.Store()
@@ -117,12 +118,16 @@ class OxigraphEvaluator:
         if not columns:
             # No injected bindings: one evaluation serves every mapping.
             store, graph = self._load(event, False, gpm.uses_kb)
-            return gather_shared((_solution(s, gpm) for s in self._run(
+            solutions = gather_shared((_solution(s, gpm) for s in self._run(
                 store, injected_query(gpm, [], mappings), graph, gpm)), len(mappings), self._most)
-        skolemised = any(holds_blank_node(m.get(c)) for m in mappings for c in columns)
-        store, graph = self._load(event, skolemised, gpm.uses_kb)
-        return gather(((int(s[ROW].value), _solution(s, gpm)) for s in self._run(
-            store, injected_query(gpm, columns, mappings), graph, gpm)), len(mappings), self._most)
+        else:
+            skolemised = any(holds_blank_node(m.get(c)) for m in mappings for c in columns)
+            store, graph = self._load(event, skolemised, gpm.uses_kb)
+            solutions = gather(((int(s[ROW].value), _solution(s, gpm)) for s in self._run(
+                store, injected_query(gpm, columns, mappings), graph, gpm)), len(mappings), self._most)
+        if self._functions is not None:
+            self._function_failure()        # (a plugin's FILTER function raised in the query)
+        return solutions
 
     def _run(self, store: ox.Store, text: str, graph: ox.NamedNode, gpm: GpmPattern):
         def run():
