@@ -7,7 +7,7 @@ import pytest
 
 from spaseq_plugin import Engine, LimitError, QueryError, QueryLimits, compile_query
 from spaseq_plugin.cli.commands import main
-from spaseq_plugin.language import compiler
+from spaseq_plugin.language import compiler, parser
 from spaseq_plugin.language.limits import MAX_OPTIONAL_RUN
 
 
@@ -74,6 +74,43 @@ def test_a_seq_naming_more_gpms_than_max_atoms_is_refused_before_any_gpm_is_read
     assert (error.value.line, error.value.column) == (3, 28)    # the fourth name
     with pytest.raises(ValueError, match="max_atoms"):
         QueryLimits(max_atoms=0)
+
+
+def no_grammar(monkeypatch):
+    """The SPASEQ grammar fails the test if it is asked to read a query."""
+    def no_parsing():
+        raise AssertionError("the grammar read the query")
+    monkeypatch.setattr(parser, "_lark", no_parsing)
+
+
+@pytest.mark.parametrize("seq, gpms, at", [
+    ("A ; (A | A) ; A", {"A": "?a :p ?x"}, (3, 28)),                           # the fourth name
+    ("A : A:A:A", {"A": "?a :p ?x"}, (3, 22)),                                 # ':' separates names
+    ("A", {f"G{i}": "?a :p ?x" for i in range(4)}, (7, 1)),                    # the fourth DEFINE
+])
+def test_a_query_with_too_many_gpms_is_refused_before_the_grammar_reads_it(monkeypatch, seq, gpms, at):
+    # The grammar reads about 200 KB a second: 1.9 MB of SEQ names took 9.8 s and 550 MB
+    # to be refused, 7.4 MB of GPM definitions 31 s.
+    no_grammar(monkeypatch)
+    with pytest.raises(QueryError, match="more than 3 GPMs.*--max-atoms") as error:
+        compile_query(query(seq, gpms), QueryLimits(max_atoms=3))
+    assert (error.value.line, error.value.column) == at
+
+
+def test_a_gpm_body_nested_too_deeply_is_refused_before_the_grammar_reads_it(monkeypatch):
+    # (10 MB of triple patterns in one body took 28 s to be refused)
+    body = " . ".join(f"?s :p ?o{i}" for i in range(200))
+    no_grammar(monkeypatch)
+    with pytest.raises(QueryError, match="GPM B nests too deeply: 101 levels") as error:
+        compile_query(query("A ; B", {"A": "?a :p ?x", "B": body}))
+    assert (error.value.line, error.value.column) == (5, 1309)     # (where the compiler said it)
+
+
+def test_names_like_the_keywords_are_not_taken_for_them():
+    text = ("PREFIX : <http://example/>\nSELECT * WITHIN 10 SECONDS FROM STREAM seq <http://example.org/s>\n"
+            "FROM STREAM define <http://example.org/t>\nPARTITION BY (?a)\n"
+            "WHERE { SEQ (A ; B)\nDEFINE GPM A ON seq { ?a :p ?x }\nDEFINE GPM B ON define { ?a :q ?y } }\n")
+    assert len(compile_query(text, QueryLimits(max_atoms=2)).automaton.states) > 1
 
 
 def test_more_optional_atoms_in_a_row_than_the_limit_are_refused():

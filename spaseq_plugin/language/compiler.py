@@ -78,12 +78,12 @@ def compile_query(text: str, limits: QueryLimits | None = None) -> CompiledQuery
     defaults are documented in docs/limits.md.
     """
     limits = limits or QueryLimits()
-    return compile_parsed(parse_query(text, limits.max_nesting), limits)
+    return compile_parsed(parse_query(text, limits.max_nesting, limits.max_atoms), limits)
 
 
 def compile_parsed(query: Query, limits: QueryLimits | None = None) -> CompiledQuery:
     limits = limits or QueryLimits()
-    _check_size(query.sequence, limits.max_atoms)
+    # (its size, --max-atoms, was checked in the text: parse_query, limits.check_query_text)
     try:
         return _compile(query, limits)
     except MemoryError:
@@ -91,18 +91,6 @@ def compile_parsed(query: Query, limits: QueryLimits | None = None) -> CompiledQ
     # The state limits (--max-state-memory, --max-runs) bound runs, not this.
     raise LimitError("out of memory compiling the query: give the process more memory "
                      "(--max-atoms bounds the size of the queries compiled)")
-
-
-def _check_size(seq, max_atoms: int) -> None:
-    """Refuse a SEQ naming more than ``max_atoms`` GPMs, before any GPM is read."""
-    named = 0
-    for atom in seq.atoms:
-        for name, pos in _atom_names(atom):
-            named += 1
-            if named > max_atoms:
-                raise QueryError(f"the SEQ expression names more than {max_atoms:,} GPMs (each operand of "
-                                 "a conjunction or disjunction counts; see --max-atoms)",
-                                 pos.line, pos.column)
 
 
 def _compile(query: Query, limits: QueryLimits) -> CompiledQuery:

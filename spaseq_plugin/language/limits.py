@@ -105,6 +105,90 @@ _TOKEN = re.compile(r"""
 _CHAIN_KEYWORDS = frozenset(("optional", "minus", "union", "bind", "filter", "graph", "service", "values"))
 
 
+def check_query_text(text: str, limits: QueryLimits) -> None:
+    """What can be refused in a query's text before the SPASEQ grammar reads it, which
+    takes seconds a megabyte: its brackets (:func:`check_nesting`, without chains),
+    each GPM body's nesting with its chains (as :func:`~.gpm.analyse_gpm` measures
+    it), and more than ``max_atoms`` names in the SEQ, or GPMs defined (each one
+    defined must be named): every name in the SEQ's brackets is a GPM's, each
+    operand of a conjunction or disjunction counting."""
+    check_nesting(text, limits.max_nesting, chains=False)
+    lines = _Lines(text)
+    depth = 0
+    seq = None          # "seq": after the keyword; then the depth of its "(", then "done"
+    named = defined = define_at = 0
+    gpm = None          # "define", "gpm" after the keywords, then the GPM's name till its "{"
+    body = None         # (offset, depth) of the GPM body being skipped
+    for match in _TOKEN.finditer(text):
+        kind = match.lastgroup
+        if kind == "space" or kind == "comment":
+            continue
+        if body is not None:            # in a GPM body: its end, then its nesting with chains
+            if kind == "open":
+                depth += 1
+            elif kind == "close":
+                depth -= 1
+                if depth < body[1]:
+                    check_nesting(text[body[0]:match.start()], limits.max_nesting, lines.at(body[0]),
+                                  what=f"GPM {gpm}")
+                    body = gpm = None
+            continue
+        token = match.group()
+        word = token.lower() if kind == "word" else None
+        if kind == "open":
+            depth += 1
+            if token == "(" and seq == "seq":
+                seq = depth
+            elif token == "{" and gpm not in (None, "define", "gpm"):
+                body = (match.end(), depth)
+                continue
+        elif kind == "close":
+            depth -= 1
+            if type(seq) is int and depth < seq:
+                seq = "done"
+        elif type(seq) is int and word is not None:
+            # (a name cannot hold ':', a separator: "A:B" is two names, ":" none)
+            for part in _NAME_PART.finditer(token):
+                named += 1
+                if named > limits.max_atoms:
+                    at = lines.at(match.start() + part.start())
+                    raise QueryError(f"the SEQ expression names more than {limits.max_atoms:,} GPMs (each "
+                                     "operand of a conjunction or disjunction counts; see --max-atoms)",
+                                     at.line, at.column)
+        if seq == "seq" and kind != "open":
+            seq = "seq" if word == "seq" else None      # ("seq" and no "(": a name)
+        elif seq is None and word == "seq":
+            seq = "seq"
+        if gpm == "define":
+            gpm = "gpm" if word == "gpm" else None
+            if gpm is not None:
+                defined += 1
+                if defined > limits.max_atoms:
+                    at = lines.at(define_at)
+                    raise QueryError(f"the query defines more than {limits.max_atoms:,} GPMs, and its SEQ "
+                                     "may name at most as many (see --max-atoms)", at.line, at.column)
+        elif gpm == "gpm":
+            gpm = token if word is not None else None
+        elif word == "define" and gpm is None:
+            gpm, define_at = "define", match.start()
+
+
+class _Lines:
+    """Line and column of offsets of one text, asked in increasing order: counted from
+    the last one asked, so that a scan's positions cost one pass over the text."""
+
+    def __init__(self, text: str):
+        self.text, self.offset, self.line, self.line_start = text, 0, 1, 0
+
+    def at(self, offset: int) -> Pos:
+        newlines = self.text.count("\n", self.offset, offset)
+        if newlines:
+            self.line += newlines
+            self.line_start = self.text.rfind("\n", self.offset, offset) + 1
+        self.offset = offset
+        return Pos(self.line, offset - self.line_start + 1)
+
+
 def check_nesting(text: str, limit: int, origin: Pos = Pos(1, 1), *, chains: bool = True,
                   what: str = "the query") -> Pos | None:
     """Raise QueryError where ``text`` nests deeper than ``limit``; else return where
@@ -159,6 +243,7 @@ def check_nesting(text: str, limit: int, origin: Pos = Pos(1, 1), *, chains: boo
     return service
 
 
+_NAME_PART = re.compile("[^:]+")
 _IGNORED = frozenset(("space", "comment", "string", "iri", "var", "number", "other"))
 
 

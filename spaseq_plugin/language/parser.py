@@ -19,7 +19,7 @@ from lark import Token, Tree
 
 from ..errors import QueryError
 from ..events import MAX_FRACTION_DIGITS, as_time, finer_than_a_nanosecond
-from .limits import DEFAULT_MAX_NESTING, check_nesting, check_window
+from .limits import DEFAULT_MAX_ATOMS, DEFAULT_MAX_NESTING, QueryLimits, check_query_text, check_window
 from .syntax import (
     TIME_UNITS, Aggregate, Conjunction, Disjunction, GpmDef, GpmRef, Pos, Query,
     Sequence, StreamDecl, Window,
@@ -53,12 +53,12 @@ def _expected(names) -> str:
     return ", ".join(shown[:8]) + (" ..." if len(shown) > 8 else "")
 
 
-def parse_query(text: str, max_nesting: int = DEFAULT_MAX_NESTING) -> Query:
+def parse_query(text: str, max_nesting: int = DEFAULT_MAX_NESTING, max_atoms: int = DEFAULT_MAX_ATOMS) -> Query:
     """Parse SPASEQ text.  Raises :class:`QueryError` naming line and column.
 
-    Brackets nested deeper than ``max_nesting`` are refused before the
-    grammar reads the text (GPM bodies are measured in more detail by
-    :func:`~spaseq_plugin.language.gpm.analyse_gpm`).
+    Brackets and GPM bodies nested deeper than ``max_nesting``, and a SEQ naming
+    more than ``max_atoms`` GPMs, are refused before the grammar reads the text
+    (:func:`~spaseq_plugin.language.limits.check_query_text`).
     """
     if text.startswith(_BYTE_ORDER_MARK):    # (Windows editors write one; it is not text)
         text = text[1:]
@@ -67,7 +67,7 @@ def parse_query(text: str, max_nesting: int = DEFAULT_MAX_NESTING) -> Query:
         before = text[:surrogate.start()]
         raise QueryError(f"the text holds a lone surrogate {surrogate.group()!r}, which is not a character",
                          before.count("\n") + 1, len(before) - before.rfind("\n"))
-    check_nesting(text, max_nesting, chains=False)
+    check_query_text(text, QueryLimits(max_nesting=max_nesting, max_atoms=max_atoms))
     try:
         tree = _lark().parse(text)
     except lark.UnexpectedCharacters as e:
