@@ -497,8 +497,7 @@ class SpectraEvaluator:
                 return join
             solutions = checked_rows(self.kb.select(join.text.replace("%VALUES%", "")), join.variables,
                                      f"the KB ({self.kb.description})")
-        for solution in solutions:
-            row = {v: canonical(t) for v, t in solution.items()}
+        for row in _canonical_rows(solutions):
             join.rows.setdefault(tuple(row[v] for v in shared), []).append(row)
         return join
 
@@ -617,9 +616,8 @@ class SpectraEvaluator:
             return _NONE        # an event's blank node is no KB term (and VALUES cannot hold one)
         texts = [term_text(t) for t in key]
         values = "VALUES (" + " ".join("?" + v for v in join.shared) + ") { (" + " ".join(texts) + ") }"
-        rows = [{v: canonical(t) for v, t in solution.items()}
-                for solution in checked_rows(self.kb.select(join.text.replace("%VALUES%", values)),
-                                             join.variables, f"the KB ({self.kb.description})")]
+        rows = _canonical_rows(checked_rows(self.kb.select(join.text.replace("%VALUES%", values)),
+                                            join.variables, f"the KB ({self.kb.description})"))
         if len(join.rows) > KB_LOOKUPS_KEPT:
             join.rows.clear()
         if max(map(len, texts)) <= MAX_CACHED_TERM_CHARS:
@@ -989,6 +987,20 @@ def _sparql_pattern(p: _Pattern) -> str:
         is_var, x = part
         return "?" + x if is_var else str(x)
     return f"{show(p.subject)} {p.predicate} {show(p.object)}"
+
+
+def _canonical_rows(solutions) -> list[Solution]:
+    """A GRAPH block's solutions from the KB in canonical form, each once: a store that
+    keeps literals as written (rdflib) holds ``"1"^^xsd:integer`` and ``"01"^^xsd:integer``
+    as two triples, which are one in canonical form (a graph is a set), so one solution."""
+    rows, seen = [], set()
+    for solution in solutions:
+        row = {v: canonical(t) for v, t in solution.items()}
+        identity = frozenset(row.items())
+        if identity not in seen:
+            seen.add(identity)
+            rows.append(row)
+    return rows
 
 
 def _materialized_solutions(kb: KnowledgeBase, graph: str, patterns: list[_Pattern]):
