@@ -630,3 +630,22 @@ def test_a_kb_literal_written_twice_is_one_triple(store, evaluator):
     assert sum(want.values()) == 1
     assert _kb_results(query, quads, events, store, evaluator) == want
 
+
+@pytest.mark.parametrize("store", ["oxigraph-memory", "rdflib-dataset"])
+def test_a_kb_looked_up_by_a_literal_finds_its_every_form(store):
+    # :c1 :code "01"^^xsd:integer is :c1 :code 1 (semantics point 13), so the event's
+    # value 1 joins with :c1 and :c2.  Looking the KB up per event value
+    # (materialize_limit 0) asked an rdflib store for the canonical form "1" only, which
+    # that store does not find written "01": :c1 was missing.
+    query = ("PREFIX : <http://example/>\nSELECT ?e ?c WITHIN 10 SECONDS\n"
+             f"FROM STREAM S1 <{STREAMS[0]}>\nWHERE {{ SEQ (A)\n"
+             "  DEFINE GPM A ON S1 { ?e :val ?v GRAPH <http://kb/g> { ?c :code ?v } } }")
+    graph, code = ox.NamedNode("http://kb/g"), ox.NamedNode(EX + "code")
+    quads = [ox.Quad(ox.NamedNode(EX + "c1"), code, _integer("01"), graph),
+             ox.Quad(ox.NamedNode(EX + "c2"), code, _integer("1"), graph),
+             ox.Quad(ox.NamedNode(EX + "c3"), code, ox.Literal("1.0", datatype=ox.NamedNode(
+                 "http://www.w3.org/2001/XMLSchema#decimal")), graph)]
+    events = [event("s1", 1, ":e1 :val 1 ."), event("s1", 2, ":e2 :val 001 .")]
+    want = collections.Counter(result_key(r) for r in reference_evaluate(query, events, kb=quads))
+    assert sum(want.values()) == 4
+    assert _kb_results(query, quads, events, store, "spectra", materialize_limit=0) == want

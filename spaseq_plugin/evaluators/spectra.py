@@ -79,7 +79,7 @@ from .protocol import Solution, Term, TooManySolutions, term_text
 from ..kb import KnowledgeBase, checked_rows, solution_count
 from ..rdflib_terms import rdflib_to_ox, unalias
 from .sparql_values import (MAX_CACHED_TERM_CHARS, RevisitedTermCache, Unsupported, canonical, canonical_literal,
-                            equality_key, native)
+                            XSD, equality_key, native)
 
 MATERIALIZE, LOOKUP = "materialize", "lookup"
 KB_LOOKUPS_KEPT = 100_000       # event values whose KB rows a looked-up GRAPH join remembers
@@ -615,9 +615,20 @@ class SpectraEvaluator:
         if any(holds_blank_node(t) for t in key):
             return _NONE        # an event's blank node is no KB term (and VALUES cannot hold one)
         texts = [term_text(t) for t in key]
-        values = "VALUES (" + " ".join("?" + v for v in join.shared) + ") { (" + " ".join(texts) + ") }"
+        # A store that keeps literals as written may hold the key's literal in another
+        # form ("01"^^xsd:integer for 1): such a literal is looked up by its datatype and
+        # the rows kept whose canonical form is the key's (a scan of the block's rows of
+        # that datatype, once per key: the rows are remembered)
+        rewritten = [] if getattr(self.kb, "canonical_literals", False) else \
+            [i for i, t in enumerate(key) if _may_be_written_otherwise(t)]
+        exact = [i for i in range(len(key)) if i not in rewritten]
+        values = "VALUES (" + " ".join("?" + join.shared[i] for i in exact) + ") { (" + \
+            " ".join(texts[i] for i in exact) + ") }" if exact else ""
+        values += "".join(f" FILTER(DATATYPE(?{join.shared[i]}) = <{key[i].datatype.value}>)" for i in rewritten)
         rows = _canonical_rows(checked_rows(self.kb.select(join.text.replace("%VALUES%", values)),
                                             join.variables, f"the KB ({self.kb.description})"))
+        if rewritten:
+            rows = [row for row in rows if all(row[join.shared[i]] == key[i] for i in rewritten)]
         if len(join.rows) > KB_LOOKUPS_KEPT:
             join.rows.clear()
         if max(map(len, texts)) <= MAX_CACHED_TERM_CHARS:
@@ -987,6 +998,13 @@ def _sparql_pattern(p: _Pattern) -> str:
         is_var, x = part
         return "?" + x if is_var else str(x)
     return f"{show(p.subject)} {p.predicate} {show(p.object)}"
+
+
+def _may_be_written_otherwise(term) -> bool:
+    """Whether a (canonical) term has other written forms that Oxigraph stores as it:
+    a literal of an XSD datatype but xsd:string (IRIs, strings, tagged literals: no)."""
+    return isinstance(term, ox.Literal) and not term.language and term.datatype.value.startswith(XSD) \
+        and term.datatype.value != XSD + "string"
 
 
 def _canonical_rows(solutions) -> list[Solution]:
