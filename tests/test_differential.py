@@ -649,3 +649,21 @@ def test_a_kb_looked_up_by_a_literal_finds_its_every_form(store):
     want = collections.Counter(result_key(r) for r in reference_evaluate(query, events, kb=quads))
     assert sum(want.values()) == 4
     assert _kb_results(query, quads, events, store, "spectra", materialize_limit=0) == want
+
+
+@pytest.mark.parametrize("store", ["oxigraph-memory", "rdflib-dataset"])
+def test_a_kb_looked_up_by_a_blank_node_of_the_kb_finds_it(store):
+    # Two GRAPH blocks joined on a blank node of the KB (:o :contact _:k . _:k :email ?m).
+    # Looking the second block up per value (materialize_limit 0) gave up on any blank
+    # node, taking it for an event's (no KB term, and VALUES cannot hold one): nothing.
+    query = ("PREFIX : <http://example/>\nSELECT ?e ?m WITHIN 10 SECONDS\n"
+             f"FROM STREAM S1 <{STREAMS[0]}>\nWHERE {{ SEQ (A)\n"
+             '  DEFINE GPM A ON S1 { ?e :kind "a" . GRAPH <http://kb/g> { :o :contact ?b } '
+             "GRAPH <http://kb/h> { ?b :email ?m } } }")
+    g, h, node = ox.NamedNode("http://kb/g"), ox.NamedNode("http://kb/h"), ox.BlankNode("k1")
+    quads = [ox.Quad(ox.NamedNode(EX + "o"), ox.NamedNode(EX + "contact"), node, g),
+             ox.Quad(node, ox.NamedNode(EX + "email"), ox.Literal("m1"), h)]
+    events = [_kind_event(1, "e1", "a")]
+    want = collections.Counter(result_key(r) for r in reference_evaluate(query, events, kb=quads))
+    assert sum(want.values()) == 1
+    assert _kb_results(query, quads, events, store, "spectra", materialize_limit=0) == want

@@ -115,6 +115,7 @@ class _KbJoin:
     strategy: str = MATERIALIZE
     rows: dict = field(default_factory=dict)   # shared key -> list of solutions
     text: str = ""
+    event_shared: frozenset = frozenset()      # those of ``shared`` the event pattern binds (the rest: earlier blocks)
 
     @property
     def variables(self) -> frozenset[str]:
@@ -454,10 +455,12 @@ class SpectraEvaluator:
         if not event_patterns:
             raise NotCompilable("no triple pattern on the event")
         bound = set().union(*(p.vars for p in event_patterns))
+        on_event = frozenset(bound)
         kb_joins = []
         for graph, patterns in graphs:
             kb_vars = set().union(*(p.vars for p in patterns))
             kb_joins.append(self._kb_join(graph, patterns, tuple(sorted(kb_vars & bound))))
+            kb_joins[-1].event_shared = on_event & kb_vars
             bound |= kb_vars
         local, stateful, comparisons, local_exprs, unproven, equalities = [], [], [], [], {}, []
         for expr in exprs:
@@ -612,19 +615,23 @@ class SpectraEvaluator:
         """The KB's rows for the event's values ``key``, remembered for the next events
         with them unless one is longer than MAX_CACHED_TERM_CHARS (a key keeps its
         terms alive: distinct large literals must not pile up here either)."""
-        if any(holds_blank_node(t) for t in key):
-            return _NONE        # an event's blank node is no KB term (and VALUES cannot hold one)
+        blank = [i for i, t in enumerate(key) if holds_blank_node(t)]
+        if any(join.shared[i] in join.event_shared for i in blank):
+            return _NONE        # an event's blank node is no KB term
         texts = [term_text(t) for t in key]
-        # A store that keeps literals as written may hold the key's literal in another
-        # form ("01"^^xsd:integer for 1): such a literal is looked up by its datatype and
-        # the rows kept whose canonical form is the key's (a scan of the block's rows of
-        # that datatype, once per key: the rows are remembered)
-        rewritten = [] if getattr(self.kb, "canonical_literals", False) else \
+        # VALUES cannot hold a blank node (an earlier GRAPH block's, a KB term): the
+        # block's rows are read without it and kept where they hold it.  A store that
+        # keeps literals as written may hold the key's literal in another form
+        # ("01"^^xsd:integer for 1): such a literal is looked up by its datatype and the
+        # rows kept whose canonical form is the key's.  (Both scan the block's rows,
+        # once per key: the rows are remembered.)
+        literals = [] if getattr(self.kb, "canonical_literals", False) else \
             [i for i, t in enumerate(key) if _may_be_written_otherwise(t)]
+        rewritten = blank + literals
         exact = [i for i in range(len(key)) if i not in rewritten]
         values = "VALUES (" + " ".join("?" + join.shared[i] for i in exact) + ") { (" + \
             " ".join(texts[i] for i in exact) + ") }" if exact else ""
-        values += "".join(f" FILTER(DATATYPE(?{join.shared[i]}) = <{key[i].datatype.value}>)" for i in rewritten)
+        values += "".join(f" FILTER(DATATYPE(?{join.shared[i]}) = <{key[i].datatype.value}>)" for i in literals)
         rows = _canonical_rows(checked_rows(self.kb.select(join.text.replace("%VALUES%", values)),
                                             join.variables, f"the KB ({self.kb.description})"))
         if rewritten:
