@@ -40,6 +40,9 @@ class KnowledgeBase:
 
     #: shown by ``spaseq explain`` and ``spaseq plugins``
     description = "knowledge base"
+    #: whether the store keeps literals in Oxigraph's canonical form (``"01"^^xsd:integer``
+    #: as ``"1"``), so that a query with a canonical literal finds every written form of it
+    canonical_literals = False
 
     def graph_names(self) -> list[str]:
         """IRIs of the KB's named graphs."""

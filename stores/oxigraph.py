@@ -86,6 +86,8 @@ def read_only_store(path: str) -> ox.Store:
 class OxigraphKB(KnowledgeBase):
     """A KB in a pyoxigraph Store."""
 
+    canonical_literals = True
+
     def __init__(self, store: ox.Store | None = None, *, path: str | None = None):
         self.store = store if store is not None else ox.Store()
         self.path = path

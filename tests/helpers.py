@@ -515,6 +515,216 @@ def _indexed_scenarios(draw, max_noise: int):
     return Scenario(query, sorted(planted + noise, key=lambda e: e.time), None, "integer", planted)
 
 
+# -- scenarios with a background KB ---------------------------------------------------------
+#
+# GPMs that join a small random KB through GRAPH clauses (semantics.md section 2): the
+# event's subject to its owners (several per subject: many KB matches per event), its
+# location to regions bound only in the KB (and shared between GPMs, a join through the
+# KB), its value to codes (a join on typed literals written in several forms), FILTERs
+# over KB values (numbers in mixed forms, language-tagged names), blank nodes of the KB
+# (bound by one GPM, joined by a later one), GRAPH ?g, OPTIONAL inside and around GRAPH,
+# and graph and term IRIs with unusual characters.  The KB is dense (every subject and
+# location has rows), so that most examples have results without a planted witness.
+
+# graph IRIs: (owners and contacts, regions, values and names)
+KB_GRAPHS = [("http://kb/owners", "http://kb/regions", "http://kb/limits"),
+             ("http://kb/r%C3%A9gion(s)", "urn:x:kb:\u00fc~'1", "http://kb/x?q=1&r=2#f"),
+             ("http://kb/owners", "http://kb/owners", "http://kb/a%20b")]
+KB_OWNERS = ("o1", "o2", "\u00f63", "o%204", "o(5)", "o'6")
+# typed and tagged literals: equal values in several forms, a string, a tagged one, a float
+KB_NUMBERS = [("1", "integer"), ("01", "integer"), ("1.0", "decimal"), ("1", "double"), ("+2", "integer"),
+              ("2", "integer"), ("2.0", "decimal"), ("2E0", "double"), ("3", "integer"), ("3.00", "decimal"),
+              ("1", "string"), ("1", "@en"), ("2", "float"), ("-0", "integer"), ("4", "integer")]
+KB_NAMES = [("north", "@en"), ("north", "@en-GB"), ("North", "@EN"), ("north", "string"), ("nord", "@fr"),
+            ("south", "@en")]
+
+
+def kb_literal(value: tuple[str, str]) -> ox.Literal:
+    text, kind = value
+    if kind.startswith("@"):
+        return ox.Literal(text, language=kind[1:])
+    return ox.Literal(text, datatype=ox.NamedNode(XSD + kind))
+
+
+@dataclass
+class KbScenario:
+    """A query with GRAPH clauses, its events (``Ev``s, see ``to_events``) and its KB."""
+    query: str
+    events: list[Ev]
+    kb: list[ox.Quad]
+    blank_subjects: bool = False
+    materialize_limit: int = 500_000        # the fast path's: 0 looks the KB up per event value
+    max_join_steps: int | None = None       # None: the default
+
+    def to_events(self) -> list[Event]:
+        return to_events(self.events, "integer", self.blank_subjects)
+
+    def __repr__(self) -> str:
+        return (f"KbScenario(blank_subjects={self.blank_subjects}, materialize_limit={self.materialize_limit}, "
+                f"max_join_steps={self.max_join_steps},\nevents={self.events!r},\nkb=[\n" +
+                "".join(f"  {q}\n" for q in self.kb) + f"],\nquery=\n{self.query})")
+
+
+@st.composite
+def _kb(draw, graphs: tuple[str, str, str]) -> list[ox.Quad]:
+    own, loc, val = (ox.NamedNode(g) for g in graphs)
+    p = {name: ox.NamedNode(EX + name) for name in ("owner", "region", "limit", "code", "name", "contact", "email")}
+    quads = []
+    owners = [ox.NamedNode(EX + o) for o in KB_OWNERS[:draw(st.integers(2, len(KB_OWNERS)))]]
+    for k in (1, 2, 3):
+        for o in draw(st.lists(st.sampled_from(owners), min_size=1, max_size=3, unique=True)):
+            quads.append(ox.Quad(ox.NamedNode(f"{EX}p{k}"), p["owner"], o, own))
+    blank = 0
+    for o in owners:
+        for value in draw(st.lists(st.sampled_from(KB_NUMBERS), min_size=1, max_size=2)):
+            quads.append(ox.Quad(o, p["limit"], kb_literal(value), val))
+        for name in draw(st.lists(st.sampled_from(KB_NAMES), min_size=1, max_size=2)):
+            quads.append(ox.Quad(o, p["name"], kb_literal(name), val))
+        for _ in range(draw(st.integers(0, 2))):
+            blank += 1
+            node = ox.BlankNode(f"kb{blank}")
+            quads.append(ox.Quad(o, p["contact"], node, own))
+            quads.append(ox.Quad(node, p["email"], ox.Literal(f"m{blank}"), own))
+            if draw(st.booleans()):
+                quads.append(ox.Quad(node, p["limit"], kb_literal(draw(st.sampled_from(KB_NUMBERS))), val))
+    for loc_name in LOCS:
+        for r in draw(st.lists(st.sampled_from(["R1", "R2", "R3"]), min_size=1, max_size=2, unique=True)):
+            quads.append(ox.Quad(ox.NamedNode(EX + loc_name), p["region"], ox.NamedNode(EX + r), loc))
+    for r in ("R1", "R2", "R3"):
+        if draw(st.booleans()):
+            quads.append(ox.Quad(ox.NamedNode(EX + r), p["limit"], kb_literal(draw(st.sampled_from(KB_NUMBERS))), val))
+    codes = [form for n in NUMBERS for form in draw(st.lists(st.sampled_from(NUMBERS[n]), min_size=1, max_size=2))]
+    codes += draw(st.lists(st.sampled_from(KB_NUMBERS), max_size=3))
+    for c, code in enumerate(codes):
+        quads.append(ox.Quad(ox.NamedNode(f"{EX}c{c}"), p["code"], kb_literal(code), val))
+    return quads
+
+
+_KB_CLAUSES = ["owner", "owner", "region", "limit", "code", "name", "contact", "gvar", "optional", "chain"]
+
+
+@st.composite
+def kb_scenarios(draw, max_events: int = 9):
+    """A valid query whose GPMs join a random KB (see above), its events and KB."""
+    graphs = draw(st.sampled_from(KB_GRAPHS))
+    g_own, g_loc, g_val = graphs
+    n_gpms = draw(st.sampled_from([1, 2, 2, 3]))
+    shared_o = draw(st.booleans())        # ?o, ?r, ?b shared between GPMs (a join through the KB)
+    bodies, kinds, bindable, kb_values, own_values = [], [], [], [], []
+    for i in range(n_gpms):
+        kind = draw(st.sampled_from("aab"))
+        kinds.append(kind)
+        e, o = f"?e{i}", "?o" if shared_o else f"?o{i}"
+        parts = [f'{e} :kind "{kind}" .']
+        loc = draw(st.sampled_from([None, "?l", f"?l{i}"]))
+        if loc:
+            parts.append(f"{e} :loc {loc} .")
+        val = f"?v{i}" if draw(st.booleans()) else None
+        if val:
+            parts.append(f"{e} :val {val} .")
+        filters = []
+        chosen = draw(st.lists(st.sampled_from(_KB_CLAUSES), min_size=1, max_size=2))
+        for clause in chosen:
+            if clause == "owner":
+                parts.append(f"GRAPH <{g_own}> {{ {e} :owner {o} }}")
+            elif clause == "region" and loc:
+                r = "?r" if draw(st.booleans()) else f"?r{i}"
+                parts.append(f"GRAPH <{g_loc}> {{ {loc} :region {r} }}")
+            elif clause == "limit":
+                t = f"?t{i}"
+                parts.append(f"GRAPH <{g_val}> {{ {o} :limit {t} }}")
+                kb_values.append(t)
+                test = draw(st.sampled_from(["vs value", "const", "eq", "none", "none", "earlier"]))
+                if test == "vs value" and val:
+                    filters.append(f"{val} {draw(st.sampled_from(['>', '>=', '<', '=', '!=']))} {t}")
+                elif test == "eq" and val:
+                    filters.append(f"{t} = {val}")
+                elif test == "const":
+                    constant = draw(st.sampled_from(["1", "2", "1.0", "2e0", '"1"', '"1"@en']))
+                    filters.append(f"{t} {draw(st.sampled_from(['>=', '=', '<', '!=']))} {constant}")
+                elif test == "earlier" and len(kb_values) > 1:
+                    filters.append(f"{t} {draw(st.sampled_from(['>=', '=', '<']))} {kb_values[0]}")
+            elif clause == "code" and val:
+                parts.append(f"GRAPH <{g_val}> {{ ?c{i} :code {val} }}")
+            elif clause == "name":
+                n = f"?n{i}"
+                parts.append(f"GRAPH <{g_val}> {{ {o} :name {n} }}")
+                filters.append(draw(st.sampled_from([
+                    f'LANGMATCHES(LANG({n}), "en")', f'{n} = "north"@en', f'STR({n}) = "north"',
+                    f'LANG({n}) = "en"', f'{n} = "north"', f'LCASE({n}) = "north"@en-gb', "true"])))
+            elif clause == "contact":
+                b = "?b" if draw(st.booleans()) else f"?b{i}"
+                parts.append(draw(st.sampled_from([
+                    f"GRAPH <{g_own}> {{ {o} :contact {b} . {b} :email ?m{i} }}",
+                    f"GRAPH <{g_own}> {{ {o} :contact {b} }}",
+                    f"GRAPH <{g_own}> {{ {b} :email ?m{i} }} GRAPH <{g_val}> {{ {b} :limit ?t{i}b }}"])))
+                if draw(st.integers(0, 2)) == 0:
+                    filters.append(f"isBlank({b})")
+            elif clause == "gvar":
+                parts.append(f"GRAPH ?g{i} {{ {e} :owner {o} }}")
+            elif clause == "optional":
+                parts.append(draw(st.sampled_from([
+                    f"OPTIONAL {{ GRAPH <{g_val}> {{ {o} :name ?n{i}x }} }}",
+                    f"GRAPH <{g_own}> {{ {e} :owner {o} OPTIONAL {{ {o} :contact ?b{i}x }} }}",
+                    f"OPTIONAL {{ GRAPH <{g_val}> {{ ?c{i}x :code {val or '?w' + str(i)} }} }}"])))
+            elif clause == "chain":
+                if loc:
+                    parts.append(f"GRAPH <{g_loc}> {{ {loc} :region ?r{i}c }} GRAPH <{g_val}> {{ ?r{i}c :limit ?t{i}c }}")
+                else:
+                    parts.append(f"GRAPH <{g_own}> {{ {e} :owner ?o{i}c }} "
+                                 f"GRAPH <{g_val}> {{ ?o{i}c :limit ?t{i}c }} FILTER(?t{i}c != {o})")
+                    parts.append(f"GRAPH <{g_own}> {{ {e} :owner {o} }}")
+        if not any("GRAPH" in part for part in parts):
+            parts.append(f"GRAPH <{g_own}> {{ {e} :owner {o} }}")
+        if val and own_values and draw(st.integers(0, 3)) == 0:
+            filters.append(f"{val} >= {draw(st.sampled_from(own_values))}")
+        if val:
+            own_values.append(val)
+        if draw(st.integers(0, 5)) == 0 and any(o + " " in part for part in parts):
+            filters.append(f"{o} != <{EX}{draw(st.sampled_from(KB_OWNERS))}>")
+        parts += [f"FILTER({f})" for f in filters]
+        bodies.append(" ".join(parts))
+    names = "ABC"[:n_gpms]
+    atoms = []
+    for j, name in enumerate(names):
+        can_negate = j > 0 and any(a[-1] not in "!?" for a in atoms)
+        atoms.append(name + draw(st.sampled_from(["", "", "+", "?"] + (["!"] if can_negate else []))))
+    if all(a.endswith(("!", "?")) for a in atoms):
+        atoms[0] = atoms[0].rstrip("?")
+    ops = [draw(st.sampled_from([";", ",", ":"])) for _ in atoms[1:]]
+    seq = atoms[0] + "".join(f" {op} {a}" for op, a in zip(ops, atoms[1:]))
+    head = draw(st.sampled_from(["SELECT *", "SELECT *", "SELECT DISTINCT ?e0 ?o", "SELECT ?e0 (COUNT(?o) AS ?n)",
+                                 "CONSTRUCT { ?e0 :ownedBy ?o }"]))
+    if "?o" not in " ".join(bodies):
+        head = "SELECT *"
+    lines = ["PREFIX : <http://example/>", head, "WITHIN %WINDOW% SECONDS",
+             f"FROM STREAM S1 <{STREAM_IRIS[0]}>", "WHERE {", f"  SEQ ({seq})"]
+    lines += [f"  DEFINE GPM {name} ON S1 {{ {body} }}" for name, body in zip(names, bodies)]
+    lines.append("}")
+    # events: one for each positive atom in order (an optional's or not, one or two of a
+    # Kleene atom's) at consecutive times, with the atom's kind, a subject and location
+    # the KB knows; then noise anywhere else
+    values = [v for forms in NUMBERS.values() for v in forms] + ODD_VALUES + [("01", "integer"), ("-0", "integer")]
+    events, time = [], 0
+    subject = draw(st.sampled_from([None, 1, 2]))      # None: each its own
+    for atom, kind in zip(atoms, kinds):
+        if atom.endswith("!") or (atom.endswith("?") and draw(st.booleans())):
+            continue
+        for _ in range(draw(st.sampled_from([1, 2])) if atom.endswith("+") else 1):
+            time += 1
+            events.append(Ev(0, time, kind, draw(st.sampled_from(LOCS)), draw(st.sampled_from(values[:12])),
+                             None, subject or draw(st.integers(1, 3))))
+    taken = {e.time for e in events}
+    for t in draw(st.lists(st.integers(0, max_events), max_size=max_events - len(events), unique=True)):
+        if t not in taken:
+            events.append(Ev(0, t, draw(st.sampled_from(kinds + ["c"])), draw(st.sampled_from(LOCS + (None,))),
+                             draw(st.sampled_from(values + [None])), None, draw(st.sampled_from([1, 2, 3, 1, None]))))
+    events.sort(key=lambda e: e.time)
+    query = "\n".join(lines).replace("%WINDOW%", str(max(time, draw(st.sampled_from([1, 2, 3, 5, 10])))))
+    return KbScenario(query, events, draw(_kb(graphs)), draw(st.integers(0, 5)) == 0,
+                      draw(st.sampled_from([500_000, 500_000, 0])), draw(st.sampled_from([None, None, 3, 30])))
+
+
 # -- comparing results -------------------------------------------------------------------
 
 def canonical_triples(triples) -> tuple[str, ...]:

@@ -126,6 +126,97 @@ def test_engine_equals_reference(label, force, weight):
     check_property(label, scenarios(force=force), weight)
 
 
+# -- GRAPH clauses joining a background KB -------------------------------------------------
+#
+# The KB of a scenario (helpers.kb_scenarios) in each store: Oxigraph in memory (the
+# evaluators then add the event graph to its store), Oxigraph on disk (read-only, its
+# graphs copied by the Oxigraph evaluator) for some examples, and an rdflib Dataset
+# (rdflib's Memory store, its SPARQL rdflib's); each with both GPM evaluators, the fast
+# path sometimes looking the KB up per event value (materialize_limit 0) and sometimes
+# with a small --max-join-steps, where a StateLimitError is allowed but results below
+# the cap must be the reference's.
+
+KB_STORES = ("oxigraph-memory", "rdflib-dataset", "oxigraph-disk")
+
+
+def _kb_store(name: str, quads: list, tmp: str):
+    from rdflib import Dataset, URIRef
+    from spaseq_plugin.rdflib_terms import ox_to_rdflib
+    from spaseq_plugin.stores.oxigraph import OxigraphKB
+    from spaseq_plugin.stores.rdflib_store import RdflibKB
+    if name == "rdflib-dataset":
+        dataset = Dataset()
+        for q in quads:
+            dataset.add((ox_to_rdflib(q.subject), ox_to_rdflib(q.predicate), ox_to_rdflib(q.object),
+                         URIRef(q.graph_name.value)))
+        return RdflibKB(dataset)
+    if name == "oxigraph-disk":
+        path = os.path.join(tmp, f"kb{next(_DISK_STORES)}")
+        store = ox.Store(path)
+        store.extend(quads)
+        store.flush()
+        del store
+        return OxigraphKB.open_dir(path)
+    store = ox.Store()
+    store.extend(quads)
+    return OxigraphKB(store)
+
+
+_DISK_STORES = __import__("itertools").count()
+
+
+def compare_kb(case, label: str, tmp: str, disk: bool) -> None:
+    """Engine and reference agree on a KB scenario, in every store and evaluator."""
+    from spaseq_plugin.errors import StateLimitError
+    from spaseq_plugin.evaluators.oxigraph import OxigraphEvaluator
+    from spaseq_plugin.evaluators.spectra import SpectraEvaluator
+    from spaseq_plugin.runtime.nfa_runtime import StateLimits
+    note(repr(case))
+    compiled = compile_query(case.query)
+    events = case.to_events()
+    expected = collections.Counter(result_key(r) for r in reference_evaluate(case.query, events, kb=case.kb))
+    STATS[label]["examples"] += 1
+    STATS[label]["non-empty"] += bool(expected)
+    STATS[label]["results"] += sum(expected.values())
+    limits = StateLimits() if case.max_join_steps is None else StateLimits(max_join_steps=case.max_join_steps)
+    for store in KB_STORES[:3 if disk else 2]:
+        for name in ("spectra", "oxigraph"):
+            kb = _kb_store(store, case.kb, tmp)
+            try:
+                evaluator = SpectraEvaluator(kb, materialize_limit=case.materialize_limit) if name == "spectra" \
+                    else OxigraphEvaluator(kb)
+                try:
+                    got = collections.Counter(result_key(r) for r in Engine(
+                        compiled, kb=kb, evaluator=evaluator, state_limits=limits).run(events))
+                except StateLimitError:
+                    STATS[label]["capped"] += 1
+                    continue
+            finally:
+                kb.close()
+            missing, extra = expected - got, got - expected
+            assert not missing and not extra, (
+                f"{name} evaluator on the {store} KB differs from the reference\n  missing from the engine: "
+                f"{sorted(missing.elements())}\n  extra in the engine: {sorted(extra.elements())}")
+
+
+def test_kb_joins_equal_the_reference(tmp_path):
+    from helpers import kb_scenarios
+    label = "KB joins"
+    before = STATS[label].copy()
+
+    @given(kb_scenarios(), st.integers(0, 7))
+    def agree(case, disk):
+        compare_kb(case, label, str(tmp_path), disk == 0)
+
+    agree._hypothesis_internal_add_digest = label.encode()
+    settings(max_examples=examples(0.25))(agree)()
+    ran = STATS[label]["examples"] - before["examples"]
+    non_empty = STATS[label]["non-empty"] - before["non-empty"]
+    assert ran >= min(examples(0.25), 20), f"{label}: only {ran} examples ran"
+    assert non_empty >= NON_EMPTY_FLOOR * ran, (
+        f"{label}: only {non_empty} of {ran} examples had results (the floor is {NON_EMPTY_FLOOR:.0%})")
+
+
 # -- invalid queries: one broken rule each ------------------------------------------------
 
 def _break(query: str, rule: str) -> tuple[str, str]:
@@ -502,3 +593,77 @@ def test_prefixed_names_read_alike_by_the_fast_path_and_oxigraph():
     assert sum(want.values()) == 1 and got == want
     oxigraph = collections.Counter(result_key(r) for r in Engine(compiled, evaluator=OxigraphEvaluator()).run(events))
     assert oxigraph == want
+
+
+# -- disagreements found with a KB ----------------------------------------------------------
+
+def _kb_results(query: str, quads: list, events, store: str, evaluator: str, **spectra) -> collections.Counter:
+    import tempfile
+    from spaseq_plugin.evaluators.oxigraph import OxigraphEvaluator
+    from spaseq_plugin.evaluators.spectra import SpectraEvaluator
+    with tempfile.TemporaryDirectory() as tmp:
+        kb = _kb_store(store, quads, tmp)
+        try:
+            ev = SpectraEvaluator(kb, **spectra) if evaluator == "spectra" else OxigraphEvaluator(kb)
+            return collections.Counter(result_key(r) for r in Engine(query, kb=kb, evaluator=ev).run(events))
+        finally:
+            kb.close()
+
+
+def _integer(text: str) -> ox.Literal:
+    return ox.Literal(text, datatype=ox.NamedNode("http://www.w3.org/2001/XMLSchema#integer"))
+
+
+@pytest.mark.parametrize("store", ["oxigraph-memory", "rdflib-dataset"])
+@pytest.mark.parametrize("evaluator", ["spectra", "oxigraph"])
+def test_a_kb_literal_written_twice_is_one_triple(store, evaluator):
+    # The KB graph holds :o :limit "1"^^xsd:integer and "01"^^xsd:integer: one triple as
+    # Oxigraph stores it (semantics point 13), so one solution.  An rdflib store keeps
+    # both; the fast path canonicalised each row and kept both: the result twice.
+    query = ("PREFIX : <http://example/>\nSELECT ?e ?t WITHIN 10 SECONDS\n"
+             f"FROM STREAM S1 <{STREAMS[0]}>\nWHERE {{ SEQ (A)\n"
+             '  DEFINE GPM A ON S1 { ?e :kind "a" . GRAPH <http://kb/g> { :o :limit ?t } } }')
+    graph, o, limit = ox.NamedNode("http://kb/g"), ox.NamedNode(EX + "o"), ox.NamedNode(EX + "limit")
+    quads = [ox.Quad(o, limit, _integer("1"), graph), ox.Quad(o, limit, _integer("01"), graph)]
+    events = [_kind_event(1, "e1", "a")]
+    want = collections.Counter(result_key(r) for r in reference_evaluate(query, events, kb=quads))
+    assert sum(want.values()) == 1
+    assert _kb_results(query, quads, events, store, evaluator) == want
+
+
+@pytest.mark.parametrize("store", ["oxigraph-memory", "rdflib-dataset"])
+def test_a_kb_looked_up_by_a_literal_finds_its_every_form(store):
+    # :c1 :code "01"^^xsd:integer is :c1 :code 1 (semantics point 13), so the event's
+    # value 1 joins with :c1 and :c2.  Looking the KB up per event value
+    # (materialize_limit 0) asked an rdflib store for the canonical form "1" only, which
+    # that store does not find written "01": :c1 was missing.
+    query = ("PREFIX : <http://example/>\nSELECT ?e ?c WITHIN 10 SECONDS\n"
+             f"FROM STREAM S1 <{STREAMS[0]}>\nWHERE {{ SEQ (A)\n"
+             "  DEFINE GPM A ON S1 { ?e :val ?v GRAPH <http://kb/g> { ?c :code ?v } } }")
+    graph, code = ox.NamedNode("http://kb/g"), ox.NamedNode(EX + "code")
+    quads = [ox.Quad(ox.NamedNode(EX + "c1"), code, _integer("01"), graph),
+             ox.Quad(ox.NamedNode(EX + "c2"), code, _integer("1"), graph),
+             ox.Quad(ox.NamedNode(EX + "c3"), code, ox.Literal("1.0", datatype=ox.NamedNode(
+                 "http://www.w3.org/2001/XMLSchema#decimal")), graph)]
+    events = [event("s1", 1, ":e1 :val 1 ."), event("s1", 2, ":e2 :val 001 .")]
+    want = collections.Counter(result_key(r) for r in reference_evaluate(query, events, kb=quads))
+    assert sum(want.values()) == 4
+    assert _kb_results(query, quads, events, store, "spectra", materialize_limit=0) == want
+
+
+@pytest.mark.parametrize("store", ["oxigraph-memory", "rdflib-dataset"])
+def test_a_kb_looked_up_by_a_blank_node_of_the_kb_finds_it(store):
+    # Two GRAPH blocks joined on a blank node of the KB (:o :contact _:k . _:k :email ?m).
+    # Looking the second block up per value (materialize_limit 0) gave up on any blank
+    # node, taking it for an event's (no KB term, and VALUES cannot hold one): nothing.
+    query = ("PREFIX : <http://example/>\nSELECT ?e ?m WITHIN 10 SECONDS\n"
+             f"FROM STREAM S1 <{STREAMS[0]}>\nWHERE {{ SEQ (A)\n"
+             '  DEFINE GPM A ON S1 { ?e :kind "a" . GRAPH <http://kb/g> { :o :contact ?b } '
+             "GRAPH <http://kb/h> { ?b :email ?m } } }")
+    g, h, node = ox.NamedNode("http://kb/g"), ox.NamedNode("http://kb/h"), ox.BlankNode("k1")
+    quads = [ox.Quad(ox.NamedNode(EX + "o"), ox.NamedNode(EX + "contact"), node, g),
+             ox.Quad(node, ox.NamedNode(EX + "email"), ox.Literal("m1"), h)]
+    events = [_kind_event(1, "e1", "a")]
+    want = collections.Counter(result_key(r) for r in reference_evaluate(query, events, kb=quads))
+    assert sum(want.values()) == 1
+    assert _kb_results(query, quads, events, store, "spectra", materialize_limit=0) == want

@@ -79,7 +79,7 @@ from .protocol import Solution, Term, TooManySolutions, term_text
 from ..kb import KnowledgeBase, checked_rows, solution_count
 from ..rdflib_terms import rdflib_to_ox, unalias
 from .sparql_values import (MAX_CACHED_TERM_CHARS, RevisitedTermCache, Unsupported, canonical, canonical_literal,
-                            equality_key, native)
+                            XSD, equality_key, native)
 
 MATERIALIZE, LOOKUP = "materialize", "lookup"
 KB_LOOKUPS_KEPT = 100_000       # event values whose KB rows a looked-up GRAPH join remembers
@@ -115,6 +115,7 @@ class _KbJoin:
     strategy: str = MATERIALIZE
     rows: dict = field(default_factory=dict)   # shared key -> list of solutions
     text: str = ""
+    event_shared: frozenset = frozenset()      # those of ``shared`` the event pattern binds (the rest: earlier blocks)
 
     @property
     def variables(self) -> frozenset[str]:
@@ -454,10 +455,12 @@ class SpectraEvaluator:
         if not event_patterns:
             raise NotCompilable("no triple pattern on the event")
         bound = set().union(*(p.vars for p in event_patterns))
+        on_event = frozenset(bound)
         kb_joins = []
         for graph, patterns in graphs:
             kb_vars = set().union(*(p.vars for p in patterns))
             kb_joins.append(self._kb_join(graph, patterns, tuple(sorted(kb_vars & bound))))
+            kb_joins[-1].event_shared = on_event & kb_vars
             bound |= kb_vars
         local, stateful, comparisons, local_exprs, unproven, equalities = [], [], [], [], {}, []
         for expr in exprs:
@@ -497,8 +500,7 @@ class SpectraEvaluator:
                 return join
             solutions = checked_rows(self.kb.select(join.text.replace("%VALUES%", "")), join.variables,
                                      f"the KB ({self.kb.description})")
-        for solution in solutions:
-            row = {v: canonical(t) for v, t in solution.items()}
+        for row in _canonical_rows(solutions):
             join.rows.setdefault(tuple(row[v] for v in shared), []).append(row)
         return join
 
@@ -613,13 +615,27 @@ class SpectraEvaluator:
         """The KB's rows for the event's values ``key``, remembered for the next events
         with them unless one is longer than MAX_CACHED_TERM_CHARS (a key keeps its
         terms alive: distinct large literals must not pile up here either)."""
-        if any(holds_blank_node(t) for t in key):
-            return _NONE        # an event's blank node is no KB term (and VALUES cannot hold one)
+        blank = [i for i, t in enumerate(key) if holds_blank_node(t)]
+        if any(join.shared[i] in join.event_shared for i in blank):
+            return _NONE        # an event's blank node is no KB term
         texts = [term_text(t) for t in key]
-        values = "VALUES (" + " ".join("?" + v for v in join.shared) + ") { (" + " ".join(texts) + ") }"
-        rows = [{v: canonical(t) for v, t in solution.items()}
-                for solution in checked_rows(self.kb.select(join.text.replace("%VALUES%", values)),
-                                             join.variables, f"the KB ({self.kb.description})")]
+        # VALUES cannot hold a blank node (an earlier GRAPH block's, a KB term): the
+        # block's rows are read without it and kept where they hold it.  A store that
+        # keeps literals as written may hold the key's literal in another form
+        # ("01"^^xsd:integer for 1): such a literal is looked up by its datatype and the
+        # rows kept whose canonical form is the key's.  (Both scan the block's rows,
+        # once per key: the rows are remembered.)
+        literals = [] if getattr(self.kb, "canonical_literals", False) else \
+            [i for i, t in enumerate(key) if _may_be_written_otherwise(t)]
+        rewritten = blank + literals
+        exact = [i for i in range(len(key)) if i not in rewritten]
+        values = "VALUES (" + " ".join("?" + join.shared[i] for i in exact) + ") { (" + \
+            " ".join(texts[i] for i in exact) + ") }" if exact else ""
+        values += "".join(f" FILTER(DATATYPE(?{join.shared[i]}) = <{key[i].datatype.value}>)" for i in literals)
+        rows = _canonical_rows(checked_rows(self.kb.select(join.text.replace("%VALUES%", values)),
+                                            join.variables, f"the KB ({self.kb.description})"))
+        if rewritten:
+            rows = [row for row in rows if all(row[join.shared[i]] == key[i] for i in rewritten)]
         if len(join.rows) > KB_LOOKUPS_KEPT:
             join.rows.clear()
         if max(map(len, texts)) <= MAX_CACHED_TERM_CHARS:
@@ -989,6 +1005,27 @@ def _sparql_pattern(p: _Pattern) -> str:
         is_var, x = part
         return "?" + x if is_var else str(x)
     return f"{show(p.subject)} {p.predicate} {show(p.object)}"
+
+
+def _may_be_written_otherwise(term) -> bool:
+    """Whether a (canonical) term has other written forms that Oxigraph stores as it:
+    a literal of an XSD datatype but xsd:string (IRIs, strings, tagged literals: no)."""
+    return isinstance(term, ox.Literal) and not term.language and term.datatype.value.startswith(XSD) \
+        and term.datatype.value != XSD + "string"
+
+
+def _canonical_rows(solutions) -> list[Solution]:
+    """A GRAPH block's solutions from the KB in canonical form, each once: a store that
+    keeps literals as written (rdflib) holds ``"1"^^xsd:integer`` and ``"01"^^xsd:integer``
+    as two triples, which are one in canonical form (a graph is a set), so one solution."""
+    rows, seen = [], set()
+    for solution in solutions:
+        row = {v: canonical(t) for v, t in solution.items()}
+        identity = frozenset(row.items())
+        if identity not in seen:
+            seen.add(identity)
+            rows.append(row)
+    return rows
 
 
 def _materialized_solutions(kb: KnowledgeBase, graph: str, patterns: list[_Pattern]):
