@@ -169,6 +169,9 @@ for the cap to see, so the evaluator also stops after ``max_join_steps`` rows
 tried (``limit_steps``), and the policy treats that cut as the solutions' one.
 The runtime counts the pending matches a guard is tried on for one event
 against the same limit (``_try_pending``): those it cannot file try them all.
+So are the buffered events the guards of negations in mid-sequence are tried on
+when runs cross them, for one batch (``_guard_hit``): past the limit a run whose
+check was cut short never crosses, it is dropped (``_guard_cut_short``).
 """
 
 from __future__ import annotations
