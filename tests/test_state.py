@@ -568,6 +568,102 @@ def test_a_guard_tried_on_every_pending_match_stops_at_the_join_step_limit(polic
     assert len(list(Engine(query, state_limits=StateLimits(max_join_steps=None)).run(events))) == 30
 
 
+def crossed_unless(condition: str) -> str:
+    """"An a, then a b, with no n between them that meets ``condition``": the guard of
+    a negation in mid-sequence, checked when a run crosses it."""
+    return PREFIX + """SELECT ?x ?b WITHIN 1000 SECONDS FROM STREAM S <http://example.org/s> WHERE {
+      SEQ (A ; N! ; B)
+      DEFINE GPM A ON S { ?x :kind "a" ; :v ?v ; :p ?p }
+      DEFINE GPM N ON S { ?y :kind "n" ; :v ?w ; :p ?q . FILTER(%s) }
+      DEFINE GPM B ON S { ?b :kind "b" } }""" % condition
+
+
+def many_runs_then_n(count: int) -> list:
+    """``count`` a, then ``count`` n, then one b, at times 1, 2, ...: the a of the
+    highest :p first; under ?q > ?p the last n kills the runs of :p below count / 2,
+    which cross the negation after the others."""
+    stream = [event("s", 1 + i, f":a{i} :kind 'a' ; :v 'k' ; :p {count - i} .") for i in range(count)]
+    stream += [event("s", 1 + count + i, f":n{i} :kind 'n' ; :v 'k' ; :p {0 if i < count - 1 else count // 2} .")
+               for i in range(count)]
+    return stream + [event("s", 1 + 2 * count, ":b0 :kind 'b' .")]
+
+
+# The guard joined to the run only by a comparison: each run is tried on every buffered
+# n; through an equality it is filed by (the buffer's guard index), on every n of its
+# value; with Oxigraph (no solution keys), on every buffered event of the stream.
+GUARD_CHECKS = [("spectra", "?q > ?p"), ("spectra", "?w = ?v && ?q > ?p"), ("oxigraph", "?q > ?p")]
+
+
+def _evaluator(name: str):
+    return OxigraphEvaluator() if name == "oxigraph" else SpectraEvaluator()
+
+
+@pytest.mark.parametrize("name, condition", GUARD_CHECKS)
+@pytest.mark.parametrize("policy", ["fail", "drop-newest", "drop-oldest"])
+def test_a_guard_tried_on_every_buffered_event_stops_at_the_join_step_limit(policy, name, condition):
+    """SEQ (A ; N! ; B): a run crossing the negation tries the guard on the buffered
+    events between its last event and the b, and none of those evaluations was
+    counted: 1,000 runs and 1,000 n made the one b take 0.3 s, 4,000 each 7 s (with
+    Oxigraph 1,000 each took 74 s), without bound.  Each is a join step of the b's
+    batch: past --max-join-steps ``fail`` stops naming the guard, drop policies drop
+    the runs whose check was cut short rather than let them cross (letting them
+    through would emit the lower half's matches, which the last n kills)."""
+    query, events = crossed_unless(condition), many_runs_then_n(30)
+    expected = rows(reference_evaluate(query, events))
+    assert len(expected) == 16
+    engine = Engine(query, evaluator=_evaluator(name), state_limits=StateLimits(max_join_steps=100, policy=policy))
+    if policy == "fail":
+        with pytest.raises(LimitError) as caught:
+            list(engine.run(events))
+        assert "negation guard N was tried on more than 100 buffered events (--max-join-steps) " \
+               "on the event at time 61; --on-limit drop-oldest or drop-newest" in str(caught.value)
+        return
+    results = rows(engine.run(events))
+    assert set(results) < set(expected)
+    # each run crossed, was killed, or was dropped
+    assert 0 < engine.stats.dropped_runs <= 30 - len(results)
+
+
+def _counting(name: str):
+    """The evaluator ``name``, counting the guard's evaluations (N's, under a run's bindings)."""
+    class Counting(OxigraphEvaluator if name == "oxigraph" else SpectraEvaluator):
+        guard_tried = 0
+
+        def evaluate(self, gpm, event, mappings, *rest):
+            if gpm.name == "N":
+                self.guard_tried += len(mappings)
+            return super().evaluate(gpm, event, mappings, *rest)
+    if name != "oxigraph":      # (the runtime asks SPECTRA one mapping at a time)
+        def evaluate_one(self, gpm, event, mapping, *rest):
+            if gpm.name == "N" and mapping:
+                self.guard_tried += 1
+            return SpectraEvaluator.evaluate_one(self, gpm, event, mapping, *rest)
+        Counting.evaluate_one = evaluate_one
+    return Counting()
+
+
+@pytest.mark.parametrize("name, condition", GUARD_CHECKS)
+def test_the_join_step_limit_leaves_guard_checks_within_it_whole(name, condition):
+    """Under the default limits, and under a limit just as large as the b's checks
+    need (the guard's evaluations), the guard's checks are whole: the reference's
+    matches, none dropped.  One step fewer cuts the last check short: that run is
+    dropped, and counted."""
+    query, events = crossed_unless(condition), many_runs_then_n(30)
+    expected = rows(reference_evaluate(query, events))
+    evaluator = _counting(name)
+    engine = Engine(query, evaluator=evaluator)
+    assert rows(engine.run(events)) == expected and engine.stats.dropped_runs == 0
+    needed = evaluator.guard_tried
+    assert needed > 300
+    engine = Engine(query, evaluator=_evaluator(name), state_limits=StateLimits(max_join_steps=needed))
+    assert rows(engine.run(events)) == expected and engine.stats.dropped_runs == 0
+    engine = Engine(query, evaluator=_evaluator(name),
+                    state_limits=StateLimits(max_join_steps=needed - 1, policy="drop-newest"))
+    results = rows(engine.run(events))
+    assert set(results) <= set(expected) and len(results) >= len(expected) - 1
+    assert engine.stats.dropped_runs == 1
+
+
 def test_pending_matches_are_filed_by_the_value_a_filter_equates():
     """The same guard joined through FILTER(?w = ?v) tried each of its events on every
     pending match (8 s for 5,000 events, 39 s for 10,000).  Now the pending matches
@@ -922,6 +1018,37 @@ def test_a_negation_buffer_past_the_state_memory_stops_the_run(tmp_path):
     assert message.startswith("spaseq: limit reached: query q.rq: the state of 1 active runs and a negation "
                               "buffer of "), message
     assert "reached the limit of 1.0 MB (--max-state-memory)" in message and "Traceback" not in p.stderr
+
+
+@pytest.mark.parametrize("policy", ["fail", "drop-oldest"])
+def test_spaseq_run_bounds_a_guard_checked_against_the_negation_buffer(tmp_path, policy):
+    """`spaseq run` on SEQ (A ; N! ; B), the guard joined by a comparison: past
+    --max-join-steps on the b, ``fail`` exits 3 naming the guard and the event;
+    ``drop-oldest`` goes on, with some of the matches the query has without the limit
+    and none the last n kills."""
+    query = crossed_unless("?q > ?p")
+    events = many_runs_then_n(200)
+    (tmp_path / "q.rq").write_text(query)
+    lines = ["@prefix : <http://example/> .", "@prefix prov: <http://www.w3.org/ns/prov#> ."]
+    for e in events:
+        body = " ".join(f"{t.subject} {t.predicate} {t.object} ." for t in e.triples)
+        lines.append(f":g{e.time} {{ {body} }}\n:g{e.time} prov:generatedAtTime {e.time} .")
+    (tmp_path / "s.trig").write_text("\n".join(lines) + "\n")
+    p = subprocess.run(SPASEQ + ["run", "q.rq", "--stream", "S=s.trig", "--max-join-steps", "5000",
+                                 "--on-limit", policy], capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    if policy == "fail":
+        assert p.returncode == 3, (p.returncode, p.stderr[-2000:])
+        assert p.stderr.strip().splitlines()[-1] == (
+            "spaseq: limit reached: query q.rq: negation guard N was tried on more than 5,000 buffered events "
+            "(--max-join-steps) on the event <http://example/g401> at time 401 (read at s.trig:803); "
+            "--on-limit drop-oldest or drop-newest goes on with the first ones")
+        assert p.stdout == ""
+        return
+    assert p.returncode == 0, p.stderr[-2000:]
+    found = {json.loads(line)["bindings"]["x"]["value"] for line in p.stdout.splitlines()}
+    expected = {r.bindings["x"].value for r in reference_evaluate(query, events)}
+    assert len(expected) == 101 and found and found < expected, (len(found), sorted(found - expected)[:3])
+    assert "partial matches dropped (--on-limit drop-oldest)" in p.stderr.strip().splitlines()[-1]
 
 
 def test_explain_shows_the_limits_in_force(exponential):

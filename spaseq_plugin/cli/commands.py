@@ -425,7 +425,8 @@ def _add_limit_options(command: argparse.ArgumentParser) -> None:
                               f"(default {DEFAULT_MAX_STATE_BYTES >> 20}M; 'none' lifts it)")
     command.add_argument("--max-join-steps", metavar="N",
                          help="rows a GPM's join may try on one event, so that an event whose triples "
-                              "make a vast product that a FILTER rejects does not hold the run for hours "
+                              "make a vast product that a FILTER rejects does not hold the run for hours; "
+                              "and the pending matches, or buffered events, a negation's guard may be tried on "
                               f"(default {DEFAULT_MAX_JOIN_STEPS:,}, a few seconds; 'none' lifts it)")
     command.add_argument("--max-distinct", metavar="N",
                          help="rows SELECT DISTINCT keeps, each for the query's lifetime so that a later equal "

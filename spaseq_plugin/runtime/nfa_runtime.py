@@ -169,6 +169,9 @@ for the cap to see, so the evaluator also stops after ``max_join_steps`` rows
 tried (``limit_steps``), and the policy treats that cut as the solutions' one.
 The runtime counts the pending matches a guard is tried on for one event
 against the same limit (``_try_pending``): those it cannot file try them all.
+So are the buffered events the guards of negations in mid-sequence are tried on
+when runs cross them, for one batch (``_guard_hit``): past the limit a run whose
+check was cut short never crosses, it is dropped (``_guard_cut_short``).
 """
 
 from __future__ import annotations
@@ -712,6 +715,8 @@ class Runtime:
     _standalone_solutions = cython.declare(list, visibility="public")
     _taken = cython.declare(set, visibility="public")
     _guard_gpms = cython.declare(tuple, visibility="public")
+    _guard_steps = cython.declare(cython.longlong, visibility="public")
+    _guard_cut = cython.declare(object, visibility="public")
 
     def __init__(self, compiled: CompiledQuery, evaluator: GpmEvaluator,
                  emit: Callable[[Match], None], start: Time | None = None,
@@ -750,6 +755,10 @@ class Runtime:
         # every guard GPM, once: an event none of them can match is not buffered (_guarded)
         self._guard_gpms = tuple({gpm: None for state in self.nfa.states for gpms in
                                   [state.final_guards, *[edge.guards for edge in state.edges]] for gpm in gpms})
+        # per batch: the buffered events mid-sequence guards were tried on, counted
+        # against --max-join-steps; the guard whose check that cap cut short (_guard_hit)
+        self._guard_steps = 0
+        self._guard_cut = None
         # A batch's start matches by partition key, when it has several keys (see _start)
         self._starts: dict[tuple[_Step, tuple], dict[tuple, list]] | None = None
         self._deadlines: list[tuple[Time, int, _Partition]] = []   # partitions by oldest first τ
@@ -837,6 +846,7 @@ class Runtime:
             self._taken.clear()
         if self._locals:
             self._locals = {}
+        self._guard_steps = 0
         if self.tumbling:
             if self.tumbling_start is not None and time < self.tumbling_start:
                 self.before_start += len(events)
@@ -1267,6 +1277,8 @@ class Runtime:
             for solution, used in extensions:
                 mu = {**base, **solution}
                 if step.guards and self._guard_hit(part, step.guards, mu, run.last, time):
+                    if self._guard_cut is not None:
+                        self._guard_cut_short(events)
                     continue
                 self._extend(part, run, step, mu, solution, used, time, created, False)
         if run.spent == (1 << len(steps)) - 1 and not run.dead:
@@ -1556,7 +1568,10 @@ class Runtime:
     def _guard_hit(self, part: _Partition, guards, mu, after: Time, before: Time) -> bool:
         """Whether a buffered event strictly between ``after`` and ``before`` matches one
         of the ``guards`` under ``mu``: a scan of the buffer when it is short, or when the
-        evaluator cannot say which events a run's values could match (``_GuardIndex``)."""
+        evaluator cannot say which events a run's values could match (``_GuardIndex``).
+        Each guard tried on an event is a join step of the batch (``_guard_steps``): past
+        --max-join-steps the check stops, True, with ``_guard_cut`` set to the guard it
+        could not try (the run may not cross a negation it was not checked against)."""
         if len(part.buffer) <= _HELD_FROM:
             return self._scan_hit(part.buffer, guards, mu, after, before)
         scanned = []
@@ -1567,8 +1582,13 @@ class Runtime:
                 continue
             for events in (index.by_key.get(self._guard_key(index.spec, mu), ()), index.unlisted):
                 for event in events:
-                    if after < event.time < before and self._evaluate(gpm, event, mu, False):
-                        return True
+                    if after < event.time < before:
+                        if self._guard_steps >= self._max_join_steps:
+                            self._guard_cut = gpm
+                            return True
+                        self._guard_steps += 1
+                        if self._evaluate(gpm, event, mu, False):
+                            return True
         if not scanned:
             return False
         if not self._holding and self._hold_summaries is not None:
@@ -1579,13 +1599,35 @@ class Runtime:
     @cython.cfunc
     def _scan_hit(self, events: list, guards, mu, after: Time, before: Time) -> cython.bint:
         """Whether one of ``events`` strictly between ``after`` and ``before`` matches one of
-        the ``guards`` under ``mu``; ``after`` None: any of them (a batch's, all of one time)."""
+        the ``guards`` under ``mu``; ``after`` None: any of them (a batch's, all of one time).
+        Each evaluation is a join step of the batch: past the cap, True with
+        ``_guard_cut`` set (see _guard_hit)."""
         for event in events:
             if after is None or after < event.time < before:
                 for gpm in guards:
-                    if event.stream in gpm.streams and self._evaluate(gpm, event, mu, False):
-                        return True
+                    if event.stream in gpm.streams:
+                        if self._guard_steps >= self._max_join_steps:
+                            self._guard_cut = gpm
+                            return True
+                        self._guard_steps += 1
+                        if self._evaluate(gpm, event, mu, False):
+                            return True
         return False
+
+    def _guard_cut_short(self, events: list[Event]) -> None:
+        """A run's check against a negation's guards was cut short by --max-join-steps
+        (``_guard_cut``): ``fail`` stops; drop policies drop the extension, counted, as
+        if the guard had matched (letting it cross could emit a match the guard kills)."""
+        gpm, self._guard_cut = self._guard_cut, None
+        # (the count is the batch's, of every mid-sequence guard: name them all)
+        names = sorted({g.name for state in self.nfa.states for edge in state.edges for g in edge.guards})
+        what = f"negation guard {gpm.name} was tried on more than {self._max_join_steps:,} buffered events " \
+            "(--max-join-steps)" if len(names) == 1 else \
+            f"negation guards {', '.join(names)} were tried on more than {self._max_join_steps:,} buffered " \
+            f"events (--max-join-steps), cutting short a check of guard {gpm.name}"
+        where = self._event_text(events[0]) if len(events) == 1 else \
+            f"the events at time {format_time(events[0].time, events[0].is_datetime)}"
+        self._past_the_cap(what, where, 1)
 
     @cython.cfunc
     def _guard_spec(self, gpm: GpmPattern, mu: dict) -> tuple:
