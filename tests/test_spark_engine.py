@@ -473,3 +473,48 @@ def test_a_time_jump_across_the_cut_of_a_large_file(tmp_path):
     assert collections.Counter(result_key(r) for r in run.results()) == expected
     assert rejected and all(e.reason == "time-jump" for e in rejected)
     assert sorted((e.position, e.message) for e in spark_rejected) == sorted((e.position, e.message) for e in rejected)
+
+
+def test_output_files_appear_only_whole(tmp_path, capsys, monkeypatch):
+    """A Spark run writes its results at its end, but it emptied --output (and the
+    dead-letter file) as it started: a run killed while Spark worked (kill -9, the OOM
+    killer) left an empty file, or a CSV header, that reads as a run without results.
+    Its files are now written as FILE.partial and renamed whole when the run ends."""
+    from spaseq_plugin.spark import engine as spark_engine
+    events = kind_events("a@1 b@2 a@3 b@4 a@5 b@6")
+    paths = write_stream_files(events, str(tmp_path))
+    with open(paths[STREAMS[0]], "a") as f:
+        f.write(f'<{EX}bad> <{EX}kind> "x" <{EX}gbad> .\n')       # a graph without a timestamp
+    (tmp_path / "q.rq").write_text(query("A ; B"))
+    monkeypatch.chdir(tmp_path)
+    for name in ("out.csv", "dead.jsonl", "sink.jsonl"):
+        (tmp_path / name).write_text("an earlier run's\n")
+    seen = {}
+    results = spark_engine.SparkRun.results
+
+    def watched(run):
+        for result in results(run):
+            seen.setdefault("during", {name: (tmp_path / name).read_text() for name in
+                                       ("out.csv", "dead.jsonl", "sink.jsonl")})
+            yield result
+    monkeypatch.setattr(spark_engine.SparkRun, "results", watched)
+    args = ["run", "q.rq", "--stream", f"S1={paths[STREAMS[0]]}", "--engine", "spark", "--format", "csv",
+            "-o", "out.csv", "--dead-letter", "dead.jsonl", "--sink", "jsonl:sink.jsonl"]
+    assert main(args) == 0
+    capsys.readouterr()
+    assert seen["during"] == {name: "an earlier run's\n" for name in ("out.csv", "dead.jsonl", "sink.jsonl")}
+    assert len((tmp_path / "out.csv").read_text().splitlines()) == 1 + 3
+    assert len((tmp_path / "sink.jsonl").read_text().splitlines()) == 3
+    assert json.loads((tmp_path / "dead.jsonl").read_text())["reason"] == "no-timestamp"
+    assert not list(tmp_path.glob("*.partial"))
+
+    def interrupted(run):
+        yield from []
+        raise KeyboardInterrupt
+    monkeypatch.setattr(spark_engine.SparkRun, "results", interrupted)
+    (tmp_path / "out.csv").write_text("an earlier run's\n")
+    assert main(args) == 130
+    err = capsys.readouterr().err
+    assert "not written (the run did not end): out.csv, sink.jsonl, dead.jsonl" in err
+    assert (tmp_path / "out.csv").read_text() == "an earlier run's\n"
+    assert not list(tmp_path.glob("*.partial"))
