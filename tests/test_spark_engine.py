@@ -518,3 +518,39 @@ def test_output_files_appear_only_whole(tmp_path, capsys, monkeypatch):
     assert "not written (the run did not end): out.csv, sink.jsonl, dead.jsonl" in err
     assert (tmp_path / "out.csv").read_text() == "an earlier run's\n"
     assert not list(tmp_path.glob("*.partial"))
+
+
+def _children() -> set[int]:
+    pids = set()
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as f:
+            pids.update(int(pid) for pid in f.read().split())
+    return pids
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads /proc")
+def test_a_signal_while_the_jvm_starts_leaves_no_jvm_behind(monkeypatch):
+    """SIGTERM or Ctrl-C in the seconds Spark's JVM takes to start made PySpark remove the
+    directory the JVM writes its gateway's port to; the JVM then never watched its standard
+    input, and ran on after spaseq had exited (found by a SIGTERM 1 s into a run)."""
+    from pyspark import SparkConf, java_gateway
+    from spaseq_plugin.spark import session
+
+    class SignalArrives:        # PySpark's time module as it waits for the JVM
+        @staticmethod
+        def sleep(seconds):
+            raise KeyboardInterrupt
+    session.prepare_environment()
+    before = _children()
+    monkeypatch.setattr(java_gateway, "time", SignalArrives)
+    with pytest.raises(KeyboardInterrupt):
+        session._launch_gateway(SparkConf(loadDefaults=False).set("spark.master", "local[1]"))
+    left = []
+    for pid in _children() - before:
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                left.append(pid)
+    for pid in left:                # (the old code's: stopped here)
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    assert left == []

@@ -19,6 +19,8 @@ PySpark is an optional dependency (``pip install 'spaseq-plugin[spark]'``):
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import glob
 import os
 import re
@@ -29,6 +31,7 @@ import threading
 from ..errors import SpaseqError, UsageError
 
 DEFAULT_MASTER = "local[*]"
+JVM_EXIT_SECONDS = 10.0     # the most spaseq waits at exit for Spark's JVM to end
 INSTALL_SPARK = "pip install 'spaseq-plugin[spark]'"
 # JVM output that is no news to a user (the JVM writes it before logging is set up)
 _JVM_BANNER = re.compile(rb"^WARNING: Using incubator modules: ")
@@ -37,6 +40,7 @@ JVM_DIRS = ("/usr/lib/jvm/*", "/usr/local/lib/jvm/*", "/opt/java/*", "/opt/jdk*"
 
 _session = None
 _master = None
+_exiting = threading.Event()        # spaseq is exiting: the JVM's standard error is no longer shown
 
 
 def spark_master(requested: str | None = None) -> str:
@@ -94,18 +98,66 @@ def spark_session(master: str | None = None):
 
 
 def _launch_gateway(conf):
-    """Start Spark's JVM (as PySpark does) with its standard error read by :func:`_forward_stderr`."""
-    from pyspark.java_gateway import launch_gateway
+    """Start Spark's JVM (as PySpark does) with its standard error read by :func:`_forward_stderr`.
+
+    The JVM exits when our end of its standard input closes, but it starts watching it only
+    once it has written where its gateway listens, into a directory PySpark removes when it
+    stops waiting.  A signal (SIGTERM, Ctrl-C) in those seconds made PySpark remove it, the
+    JVM failed to write there and never watched its input: a JVM left running after spaseq
+    had exited, for good.  So a JVM whose launch did not complete is stopped here."""
+    from pyspark import java_gateway
     read, write = os.pipe()
+    started: list[subprocess.Popen] = []
+
+    class Recorded(subprocess.Popen):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            started.append(self)
+    popen, java_gateway.Popen = java_gateway.Popen, Recorded
     try:
-        gateway = launch_gateway(conf, popen_kwargs={"stderr": write})
+        gateway = java_gateway.launch_gateway(conf, popen_kwargs={"stderr": write})
     except BaseException:
         os.close(read)
+        for process in started:
+            _stop_process(process)
         raise
     finally:
+        java_gateway.Popen = popen
         os.close(write)
+    if gateway.proc is not None:
+        atexit.register(_end_jvm, gateway.proc)
     threading.Thread(target=_forward_stderr, args=(read,), name="spaseq spark stderr", daemon=True).start()
     return gateway
+
+
+def _end_jvm(process: subprocess.Popen) -> None:
+    """At exit: close the JVM's standard input, which ends it (its shutdown removes its
+    temporary directories), and wait for that; one that has not ended within
+    JVM_EXIT_SECONDS (a JVM interrupted while it set up a session can hang there) is
+    stopped.  Without this the JVM ended on its own after spaseq had, or never."""
+    if process.poll() is not None:
+        return
+    _exiting.set()          # what the JVM says as it shuts down (Java traces of cancelled work) is no news
+    try:
+        with contextlib.suppress(OSError, ValueError):
+            process.stdin.close()
+        process.wait(JVM_EXIT_SECONDS)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        _stop_process(process, 2.0)
+
+
+def _stop_process(process: subprocess.Popen, seconds: float = 5.0) -> None:
+    """Stop a process (SIGTERM, then SIGKILL after ``seconds``) and reap it."""
+    try:
+        process.terminate()
+        try:
+            process.wait(seconds)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    except (OSError, KeyboardInterrupt):        # (gone already; a second signal: stop waiting)
+        with contextlib.suppress(OSError):
+            process.kill()
 
 
 def _forward_stderr(fd: int) -> None:
@@ -116,9 +168,9 @@ def _forward_stderr(fd: int) -> None:
         while chunk := os.read(fd, 1 << 16):
             *lines, pending = (pending + chunk).split(b"\n")
             shown = b"".join(line + b"\n" for line in lines if not _JVM_BANNER.match(line))
-            if shown:
+            if shown and not _exiting.is_set():
                 os.write(2, shown)
-        if pending and not _JVM_BANNER.match(pending):
+        if pending and not _JVM_BANNER.match(pending) and not _exiting.is_set():
             os.write(2, pending)
     except OSError:
         pass
