@@ -16,6 +16,7 @@ import dataclasses
 import importlib.machinery
 import importlib.util
 import json
+import logging
 import os
 import re
 import subprocess
@@ -554,3 +555,55 @@ def test_a_signal_while_the_jvm_starts_leaves_no_jvm_behind(monkeypatch):
         os.kill(pid, 9)
         os.waitpid(pid, 0)
     assert left == []
+
+
+def test_an_interrupted_spark_job_prints_no_py4j_traceback(spark, caplog):
+    """Py4J logs a command interrupted by Ctrl-C or SIGTERM through the root logger, which
+    printed ``ERROR:root:KeyboardInterrupt while sending command.`` and a traceback to the
+    user before spaseq's own message."""
+    import signal
+    import threading
+    import time
+
+    def slow(x):
+        time.sleep(20)
+        return x
+    timer = threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            spark.sparkContext.parallelize(range(2), 2).map(slow).count()
+    finally:
+        timer.cancel()
+    assert "while sending command" not in caplog.text
+    logging.getLogger("py4j.clientserver").error("Exception occurred while shutting down connection")
+    assert "shutting down connection" not in caplog.text
+
+
+def test_a_stop_during_a_collect_is_a_stop(tmp_path, capsys, monkeypatch):
+    """Ctrl-C while PySpark opened a job's result socket: its cleanup then failed
+    (``UnboundLocalError: ... 'sockfile'``), and the run ended as an internal error, exit
+    status 1, instead of an interrupted one (130)."""
+    from pyspark import util
+    from spaseq_plugin.cli.stopping import Terminated
+    paths = write_stream_files(kind_events("a@1 b@2"), str(tmp_path))
+    (tmp_path / "q.rq").write_text(query("A ; B"))
+
+    def signal_arrives(sock_info):
+        raise Terminated(15)
+    monkeypatch.setattr(util, "_create_local_socket", signal_arrives)
+    assert main(["run", str(tmp_path / "q.rq"), "--stream", f"S1={paths[STREAMS[0]]}", "--engine", "spark"]) == 143
+    err = capsys.readouterr().err
+    assert "internal error" not in err and "terminated (SIGTERM)" in err
+
+
+def test_a_broken_accumulator_connection_prints_no_traceback(spark, capfd):
+    """When a run is stopped during a job, the JVM's connection to PySpark's accumulator
+    server breaks, and the server printed ``Exception occurred during processing of
+    request`` with a traceback after spaseq's message."""
+    server = spark.sparkContext._accumulatorServer
+    try:
+        raise EOFError
+    except EOFError:
+        server.handle_error(None, ("127.0.0.1", 0))
+    assert "Traceback" not in capfd.readouterr().err

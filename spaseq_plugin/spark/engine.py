@@ -564,6 +564,9 @@ class SparkRun:
         except SpaseqError:
             raise
         except Exception as e:          # Py4J/PySpark errors of a failed job
+            stop = _stop_behind(e)
+            if stop is not None:
+                raise stop from None
             if type(e).__module__.startswith(("pyspark", "py4j")):
                 raise task_failure(e) from None
             raise
@@ -734,6 +737,20 @@ class SparkRun:
         self.stats.count_rejection(error)
         if self.on_reject is not None:
             self.on_reject(error)
+
+
+def _stop_behind(error: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C or SIGTERM that an error was raised in the handling of, if any.  PySpark's
+    cleanup can fail when a signal interrupts it (``collect``'s socket: ``UnboundLocalError:
+    ... 'sockfile'``), and its error then hides the stop: an internal error, exit status 1,
+    where the run was stopped (130, 143)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, KeyboardInterrupt):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def _from_parts_of(item, paths: set[str]) -> bool:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import atexit
 import contextlib
 import glob
+import logging
 import os
 import re
 import subprocess
@@ -40,6 +41,7 @@ JVM_DIRS = ("/usr/lib/jvm/*", "/usr/local/lib/jvm/*", "/opt/java/*", "/opt/jdk*"
 
 _session = None
 _master = None
+log = logging.getLogger(__name__)
 _exiting = threading.Event()        # spaseq is exiting: the JVM's standard error is no longer shown
 
 
@@ -65,6 +67,7 @@ def spark_session(master: str | None = None):
     stop_spark()
     require_pyspark("the Spark pipeline")
     prepare_environment()
+    _quiet_py4j()
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
     cores = os.cpu_count() or 2
@@ -93,6 +96,9 @@ def spark_session(master: str | None = None):
     except Exception as e:      # the JVM did not start: report why, not a Py4J traceback
         raise SpaseqError(f"cannot start Spark (master {master}): {str(e).splitlines()[0]}") from None
     _session.sparkContext.setLogLevel("ERROR")
+    server = getattr(_session.sparkContext, "_accumulatorServer", None)
+    if server is not None:
+        server.handle_error = _accumulator_error
     _master = master
     return _session
 
@@ -158,6 +164,35 @@ def _stop_process(process: subprocess.Popen, seconds: float = 5.0) -> None:
     except (OSError, KeyboardInterrupt):        # (gone already; a second signal: stop waiting)
         with contextlib.suppress(OSError):
             process.kill()
+
+
+class _Py4JRootRecords(logging.Filter):
+    """Py4J logs a failed command through the root logger (``logging.exception``), which
+    Python then sets up to print to standard error: Ctrl-C or SIGTERM during a Spark job
+    printed ``ERROR:root:KeyboardInterrupt while sending command.`` and a traceback before
+    the run's own message.  The run reports the stop, or the failure, itself."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "root" and f"{os.sep}py4j{os.sep}" in record.pathname:
+            log.debug("py4j: %s", record.getMessage())
+            return False
+        return True
+
+
+def _accumulator_error(request, address) -> None:
+    """PySpark's accumulator server printed a traceback (``Exception occurred during
+    processing of request``, ``EOFError``) when the JVM's connection to it broke, as it does
+    when a run is stopped during a job: logged at debug level instead."""
+    log.debug("Spark's accumulator connection from %s failed", address, exc_info=True)
+
+
+def _quiet_py4j() -> None:
+    """Py4J's own loggers (``py4j.clientserver``: ``Exception occurred while shutting down
+    connection``, a traceback) reached the root logger as well: they stop at ``py4j``."""
+    logging.getLogger("py4j").propagate = False
+    root = logging.getLogger()
+    if not any(isinstance(f, _Py4JRootRecords) for f in root.filters):
+        root.addFilter(_Py4JRootRecords())
 
 
 def _forward_stderr(fd: int) -> None:
