@@ -30,6 +30,7 @@ from hypothesis import strategies as st
 
 from spaseq_plugin import Engine, compile_query
 from spaseq_plugin.cli.commands import main
+from spaseq_plugin.errors import StateLimitError
 from spaseq_plugin.events import PROV_GENERATED_AT, Event, time_literal
 from spaseq_plugin.reference import reference_evaluate
 from spaseq_plugin.streams.files import read_stream_file
@@ -516,7 +517,16 @@ def test_output_files_appear_only_whole(tmp_path, capsys, monkeypatch):
     (tmp_path / "out.csv").write_text("an earlier run's\n")
     assert main(args) == 130
     err = capsys.readouterr().err
-    assert "not written (the run did not end): out.csv, sink.jsonl, dead.jsonl" in err
+    assert "not written (the run did not complete): out.csv, sink.jsonl, dead.jsonl" in err
+    assert (tmp_path / "out.csv").read_text() == "an earlier run's\n"
+    assert not list(tmp_path.glob("*.partial"))
+
+    def limited(run):           # (a Spark run has no results from before a limit)
+        yield from []
+        raise StateLimitError("5 active runs reached the limit of 5 (--max-runs)")
+    monkeypatch.setattr(spark_engine.SparkRun, "results", limited)
+    assert main(args) == 3
+    assert "not written" in capsys.readouterr().err
     assert (tmp_path / "out.csv").read_text() == "an earlier run's\n"
     assert not list(tmp_path.glob("*.partial"))
 

@@ -802,10 +802,11 @@ def _run(args) -> int:
     if args.kb_materialized:
         kb_specs.append(f"materialized:{args.kb_materialized}")
     graceful = None
-    # A Spark run writes its results only at its end: its files appear then, whole (a run
-    # killed before leaves FILE.partial, never a FILE that looks complete), or not at all.
+    # A Spark run writes its results only at its end: its files appear then, whole, when it
+    # completes (a run killed before leaves FILE.partial, never a FILE that looks complete;
+    # one stopped by a signal, a limit or a failure leaves FILE as it was).
     staged = StagedFiles() if args.engine == "spark" else None
-    running = ended = False     # (ended: by itself, a limit included, not by a signal or a failure)
+    running = ended = False     # (ended: complete, not stopped by a signal, a limit or a failure)
     with contextlib.ExitStack() as opened:
         if staged is not None:
             opened.callback(lambda: staged.commit() if ended else
@@ -939,7 +940,7 @@ def _run(args) -> int:
                 _close_after_stop(writer, interrupted, graceful, args.stop_timeout or STOP_TIMEOUT)
         if checkpoints is not None and not interrupted and stopped is None:
             checkpoints.finish()
-        ended = interrupted is None
+        ended = interrupted is None and stopped is None
     if not args.quiet:
         _summary(engine, time.perf_counter() - started, interrupted, args.on_limit)
     if stopped is not None:
@@ -948,9 +949,9 @@ def _run(args) -> int:
 
 
 def _not_written(paths: list[str], quiet: bool) -> None:
-    """Say which files a Spark run that did not end left as they were."""
+    """Say which files a Spark run that did not complete left as they were."""
     if paths and not quiet:
-        print(f"spaseq: not written (the run did not end): {', '.join(paths)}", file=sys.stderr)
+        print(f"spaseq: not written (the run did not complete): {', '.join(paths)}", file=sys.stderr)
 
 
 def _close_after_stop(writer, stop: KeyboardInterrupt, graceful: GracefulStop | None, timeout: float) -> None:
