@@ -617,3 +617,20 @@ def test_a_broken_accumulator_connection_prints_no_traceback(spark, capfd):
     except EOFError:
         server.handle_error(None, ("127.0.0.1", 0))
     assert "Traceback" not in capfd.readouterr().err
+
+
+def test_running_out_of_memory_on_spark_is_a_limit():
+    """A Spark job that ran out of memory ended as 'a Spark task failed: ...', exit status 1,
+    without saying what to change: it is a limit now (exit status 3), naming the memory
+    to give and --spark-pieces."""
+    from spaseq_plugin.errors import LimitError
+    from spaseq_plugin.spark.session import task_failure
+    jvm = task_failure(Exception("An error occurred while calling o93.collectAndServe.\n"
+                                 ": org.apache.spark.SparkException: Job aborted due to stage failure\n"
+                                 "Caused by: java.lang.OutOfMemoryError: Java heap space\n\tat java.base/x"))
+    assert isinstance(jvm, LimitError) and "Java heap space" in str(jvm)
+    assert "SPASEQ_SPARK_DRIVER_MEMORY" in str(jvm) and "--spark-pieces" in str(jvm)
+    worker = task_failure(Exception("Traceback (most recent call last):\n  File \"worker.py\", line 1\n"
+                                    "MemoryError\n"))
+    assert isinstance(worker, LimitError) and "--spark-pieces" in str(worker)
+    assert not isinstance(task_failure(Exception("ValueError: bad")), LimitError)

@@ -29,7 +29,7 @@ import subprocess
 import sys
 import threading
 
-from ..errors import SpaseqError, UsageError
+from ..errors import LimitError, SpaseqError, UsageError
 
 DEFAULT_MASTER = "local[*]"
 JVM_EXIT_SECONDS = 10.0     # the most spaseq waits at exit for Spark's JVM to end
@@ -58,6 +58,11 @@ def require_pyspark(what: str) -> None:
         raise UsageError(f"{what} needs PySpark, which is not installed: {INSTALL_SPARK}") from None
 
 
+def driver_memory() -> str:
+    """The JVM's heap in local mode (the driver's on a cluster): ``SPASEQ_SPARK_DRIVER_MEMORY``, else 2g."""
+    return os.environ.get("SPASEQ_SPARK_DRIVER_MEMORY", "2g")
+
+
 def spark_session(master: str | None = None):
     """The shared SparkSession for ``master`` (see :func:`spark_master`)."""
     global _session, _master
@@ -80,7 +85,7 @@ def spark_session(master: str | None = None):
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(max(2, 2 * cores)),
         "spark.sql.adaptive.enabled": "true",
-        "spark.driver.memory": os.environ.get("SPASEQ_SPARK_DRIVER_MEMORY", "2g"),
+        "spark.driver.memory": driver_memory(),
         "spark.python.worker.reuse": "true",
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log_config}",
         "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log_config}",
@@ -213,9 +218,24 @@ def _forward_stderr(fd: int) -> None:
         os.close(fd)
 
 
+JVM_OUT_OF_MEMORY = ("Spark's JVM ran out of memory ({what}): give it more (SPASEQ_SPARK_DRIVER_MEMORY, "
+                     "now {memory}; on a cluster spark.executor.memory), or cut the input into more pieces "
+                     "(--spark-pieces)")
+WORKER_OUT_OF_MEMORY = ("a Spark task's Python worker ran out of memory: cut the input into more pieces "
+                        "(--spark-pieces), or give the workers more memory")
+
+
 def task_failure(error: Exception) -> SpaseqError:
-    """A Spark job's failure as a user-facing error: the Python exception's last line."""
+    """A Spark job's failure as a user-facing error: the Python exception's last line; running
+    out of memory, in the JVM or in a Python worker, is a limit (exit status 3) whose
+    message says what to change."""
     text = str(error)
+    oom = re.search(r"java\.lang\.OutOfMemoryError(?:: ([^\n]*))?", text)
+    if oom:
+        return LimitError(JVM_OUT_OF_MEMORY.format(what=(oom.group(1) or "OutOfMemoryError").strip(),
+                                                   memory=driver_memory()))
+    if re.search(r"^\s*MemoryError\b", text, re.M):
+        return LimitError(WORKER_OUT_OF_MEMORY)
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("at ")]
     python = [line for line in lines if re.match(r"^[A-Za-z_.]*(Error|Exception)\b.*:", line)]
     detail = (python or lines or [type(error).__name__])[-1]
