@@ -619,6 +619,32 @@ def test_a_broken_accumulator_connection_prints_no_traceback(spark, capfd):
     assert "Traceback" not in capfd.readouterr().err
 
 
+def test_a_piece_reads_its_events_as_the_engine_takes_them(monkeypatch):
+    """A piece sorted its events in a list before its engine started: the whole input in one
+    Python worker for a query that runs as one piece (no window, no PARTITION BY).  Spark
+    sorts them now, and the engine reads them one by one."""
+    from spaseq_plugin.spark import engine as spark_engine
+    from spaseq_plugin.spark.engine import Cut, EventRecord, evaluate_piece
+    events = kind_events("a@1 b@2 " + " ".join(f"c@{t}" for t in range(3, 2003)))
+    pulled, at_first_match = 0, []
+
+    def records():
+        nonlocal pulled
+        for seq, e in enumerate(events):
+            pulled += 1
+            payload = ox.serialize(e.triples, format=ox.RdfFormat.N_TRIPLES)
+            yield EventRecord(e.time, 0, seq, e.stream, False, str(e.name), None, payload)
+    on_match = spark_engine._PieceEngine._on_match
+
+    def seen(self, match):
+        at_first_match.append(pulled)
+        on_match(self, match)
+    monkeypatch.setattr(spark_engine._PieceEngine, "_on_match", seen)
+    output = evaluate_piece(0, records(), query("A ; B", within=""), (), Cut("single", 1), None)
+    assert len(output.results) == 1 and output.events == 2002
+    assert at_first_match[0] < 10
+
+
 def test_running_out_of_memory_on_spark_is_a_limit():
     """A Spark job that ran out of memory ended as 'a Spark task failed: ...', exit status 1,
     without saying what to change: it is a limit now (exit status 3), naming the memory
