@@ -666,3 +666,14 @@ def test_running_out_of_memory_on_spark_is_a_limit():
                                     "MemoryError\n"))
     assert isinstance(worker, LimitError) and "--spark-pieces" in str(worker)
     assert not isinstance(task_failure(Exception("ValueError: bad")), LimitError)
+
+
+def test_too_little_memory_for_spark_says_so():
+    """SPASEQ_SPARK_DRIVER_MEMORY below what Spark needs ended as 'cannot start Spark (master
+    local[2]): An error occurred while calling None.org.apache.spark.api.java.JavaSparkContext.'"""
+    from spaseq_plugin.spark.session import _start_failure
+    error = Exception("An error occurred while calling None.org.apache.spark.api.java.JavaSparkContext.\n"
+                      ": org.apache.spark.SparkIllegalArgumentException: [INVALID_DRIVER_MEMORY.SYSTEM_MEMORY] "
+                      "Insufficient driver memory: System memory 419430400 must be at least 471859200.\n"
+                      "\tat org.apache.spark.memory.UnifiedMemoryManager$.getMaxMemory(x.scala:1)")
+    assert _start_failure(error).startswith("[INVALID_DRIVER_MEMORY.SYSTEM_MEMORY] Insufficient driver memory")

@@ -99,13 +99,28 @@ def spark_session(master: str | None = None):
             SparkContext._ensure_initialized(gateway=_launch_gateway(conf))
         _session = builder.getOrCreate()
     except Exception as e:      # the JVM did not start: report why, not a Py4J traceback
-        raise SpaseqError(f"cannot start Spark (master {master}): {str(e).splitlines()[0]}") from None
+        why = _start_failure(e)
+        if "INVALID_DRIVER_MEMORY" in why:
+            raise UsageError(f"cannot start Spark: {why} (SPASEQ_SPARK_DRIVER_MEMORY is {driver_memory()}: "
+                             "give it more)") from None
+        raise SpaseqError(f"cannot start Spark (master {master}): {why}") from None
     _session.sparkContext.setLogLevel("ERROR")
     server = getattr(_session.sparkContext, "_accumulatorServer", None)
     if server is not None:
         server.handle_error = _accumulator_error
     _master = master
     return _session
+
+
+def _start_failure(error: Exception) -> str:
+    """Why Spark did not start: the first Java exception's message in a Py4J error (its
+    first line only says which call failed), else that first line."""
+    lines = str(error).splitlines()
+    for line in lines[1:]:
+        found = re.match(r"\s*(?::\s*)?(?:Caused by: )?[\w.$]+(?:Exception|Error): (.+)", line)
+        if found:
+            return found.group(1).strip()
+    return lines[0] if lines else type(error).__name__
 
 
 def _launch_gateway(conf):
