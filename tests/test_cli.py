@@ -624,3 +624,25 @@ def test_results_go_out_at_once_to_a_terminal_and_in_blocks_to_a_file(tmp_path):
     finally:
         os.close(main_end)
         os.close(terminal_end)
+
+
+def test_staged_files_appear_whole_and_leave_devices_alone(tmp_path):
+    """--engine spark's files (``StagedFiles``): FILE.partial until committed; a symbolic link
+    keeps pointing at its file, which is replaced; /dev/null is written directly."""
+    from spaseq_plugin.output.writer import StagedFiles
+    (tmp_path / "real.jsonl").write_text("old\n")
+    (tmp_path / "link.jsonl").symlink_to(tmp_path / "real.jsonl")
+    staged = StagedFiles()
+    with staged.open(str(tmp_path / "link.jsonl")) as f:
+        f.write("new\n")
+    with staged.open(os.devnull) as f:
+        f.write("dropped\n")
+    assert (tmp_path / "real.jsonl").read_text() == "old\n"
+    assert (tmp_path / "real.jsonl.partial").read_text() == "new\n"
+    staged.commit()
+    assert (tmp_path / "link.jsonl").is_symlink() and (tmp_path / "real.jsonl").read_text() == "new\n"
+    assert not (tmp_path / "real.jsonl.partial").exists() and os.path.exists(os.devnull)
+    with staged.open(str(tmp_path / "other.csv")) as f:
+        f.write("x\n")
+    assert staged.discard() == [str(tmp_path / "other.csv")]
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["link.jsonl", "real.jsonl"]

@@ -16,6 +16,7 @@ import dataclasses
 import importlib.machinery
 import importlib.util
 import json
+import logging
 import os
 import re
 import subprocess
@@ -29,6 +30,7 @@ from hypothesis import strategies as st
 
 from spaseq_plugin import Engine, compile_query
 from spaseq_plugin.cli.commands import main
+from spaseq_plugin.errors import StateLimitError
 from spaseq_plugin.events import PROV_GENERATED_AT, Event, time_literal
 from spaseq_plugin.reference import reference_evaluate
 from spaseq_plugin.streams.files import read_stream_file
@@ -473,3 +475,205 @@ def test_a_time_jump_across_the_cut_of_a_large_file(tmp_path):
     assert collections.Counter(result_key(r) for r in run.results()) == expected
     assert rejected and all(e.reason == "time-jump" for e in rejected)
     assert sorted((e.position, e.message) for e in spark_rejected) == sorted((e.position, e.message) for e in rejected)
+
+
+def test_output_files_appear_only_whole(tmp_path, capsys, monkeypatch):
+    """A Spark run writes its results at its end, but it emptied --output (and the
+    dead-letter file) as it started: a run killed while Spark worked (kill -9, the OOM
+    killer) left an empty file, or a CSV header, that reads as a run without results.
+    Its files are now written as FILE.partial and renamed whole when the run ends."""
+    from spaseq_plugin.spark import engine as spark_engine
+    events = kind_events("a@1 b@2 a@3 b@4 a@5 b@6")
+    paths = write_stream_files(events, str(tmp_path))
+    with open(paths[STREAMS[0]], "a") as f:
+        f.write(f'<{EX}bad> <{EX}kind> "x" <{EX}gbad> .\n')       # a graph without a timestamp
+    (tmp_path / "q.rq").write_text(query("A ; B"))
+    monkeypatch.chdir(tmp_path)
+    for name in ("out.csv", "dead.jsonl", "sink.jsonl"):
+        (tmp_path / name).write_text("an earlier run's\n")
+    seen = {}
+    results = spark_engine.SparkRun.results
+
+    def watched(run):
+        for result in results(run):
+            seen.setdefault("during", {name: (tmp_path / name).read_text() for name in
+                                       ("out.csv", "dead.jsonl", "sink.jsonl")})
+            yield result
+    monkeypatch.setattr(spark_engine.SparkRun, "results", watched)
+    args = ["run", "q.rq", "--stream", f"S1={paths[STREAMS[0]]}", "--engine", "spark", "--format", "csv",
+            "-o", "out.csv", "--dead-letter", "dead.jsonl", "--sink", "jsonl:sink.jsonl"]
+    assert main(args) == 0
+    capsys.readouterr()
+    assert seen["during"] == {name: "an earlier run's\n" for name in ("out.csv", "dead.jsonl", "sink.jsonl")}
+    assert len((tmp_path / "out.csv").read_text().splitlines()) == 1 + 3
+    assert len((tmp_path / "sink.jsonl").read_text().splitlines()) == 3
+    assert json.loads((tmp_path / "dead.jsonl").read_text())["reason"] == "no-timestamp"
+    assert not list(tmp_path.glob("*.partial"))
+
+    def interrupted(run):
+        yield from []
+        raise KeyboardInterrupt
+    monkeypatch.setattr(spark_engine.SparkRun, "results", interrupted)
+    (tmp_path / "out.csv").write_text("an earlier run's\n")
+    assert main(args) == 130
+    err = capsys.readouterr().err
+    assert "not written (the run did not complete): out.csv, sink.jsonl, dead.jsonl" in err
+    assert (tmp_path / "out.csv").read_text() == "an earlier run's\n"
+    assert not list(tmp_path.glob("*.partial"))
+
+    def limited(run):           # (a Spark run has no results from before a limit)
+        yield from []
+        raise StateLimitError("5 active runs reached the limit of 5 (--max-runs)")
+    monkeypatch.setattr(spark_engine.SparkRun, "results", limited)
+    assert main(args) == 3
+    assert "not written" in capsys.readouterr().err
+    assert (tmp_path / "out.csv").read_text() == "an earlier run's\n"
+    assert not list(tmp_path.glob("*.partial"))
+
+
+def _children() -> set[int]:
+    pids = set()
+    for task in os.listdir("/proc/self/task"):
+        with open(f"/proc/self/task/{task}/children") as f:
+            pids.update(int(pid) for pid in f.read().split())
+    return pids
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self/task"), reason="reads /proc")
+def test_a_signal_while_the_jvm_starts_leaves_no_jvm_behind(monkeypatch):
+    """SIGTERM or Ctrl-C in the seconds Spark's JVM takes to start made PySpark remove the
+    directory the JVM writes its gateway's port to; the JVM then never watched its standard
+    input, and ran on after spaseq had exited (found by a SIGTERM 1 s into a run)."""
+    from pyspark import SparkConf, java_gateway
+    from spaseq_plugin.spark import session
+
+    class SignalArrives:        # PySpark's time module as it waits for the JVM
+        @staticmethod
+        def sleep(seconds):
+            raise KeyboardInterrupt
+    session.prepare_environment()
+    before = _children()
+    monkeypatch.setattr(java_gateway, "time", SignalArrives)
+    with pytest.raises(KeyboardInterrupt):
+        session._launch_gateway(SparkConf(loadDefaults=False).set("spark.master", "local[1]"))
+    left = []
+    for pid in _children() - before:
+        with open(f"/proc/{pid}/stat") as f:
+            if f.read().rsplit(")", 1)[1].split()[0] != "Z":
+                left.append(pid)
+    for pid in left:                # (the old code's: stopped here)
+        os.kill(pid, 9)
+        os.waitpid(pid, 0)
+    assert left == []
+
+
+def test_an_interrupted_spark_job_prints_no_py4j_traceback(spark):
+    """Py4J logs a command interrupted by Ctrl-C or SIGTERM through the root logger, and its
+    connection's failures through its own, which reached the root logger's handler (the
+    one Python sets up to print to standard error): ``ERROR:root:KeyboardInterrupt while
+    sending command.`` and tracebacks before spaseq's own message."""
+    import io
+    import signal
+    import threading
+    import time
+
+    def slow(x):
+        time.sleep(20)
+        return x
+    shown = io.StringIO()
+    handler = logging.StreamHandler(shown)
+    logging.getLogger().addHandler(handler)
+    timer = threading.Timer(1.5, os.kill, (os.getpid(), signal.SIGINT))
+    timer.start()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            spark.sparkContext.parallelize(range(2), 2).map(slow).count()
+        logging.getLogger("py4j.clientserver").error("Exception occurred while shutting down connection")
+    finally:
+        timer.cancel()
+        logging.getLogger().removeHandler(handler)
+    assert "while sending command" not in shown.getvalue()
+    assert "shutting down connection" not in shown.getvalue()
+
+
+def test_a_stop_during_a_collect_is_a_stop(tmp_path, capsys, monkeypatch):
+    """Ctrl-C while PySpark opened a job's result socket: its cleanup then failed
+    (``UnboundLocalError: ... 'sockfile'``), and the run ended as an internal error, exit
+    status 1, instead of an interrupted one (130)."""
+    from pyspark import util
+    from spaseq_plugin.cli.stopping import Terminated
+    paths = write_stream_files(kind_events("a@1 b@2"), str(tmp_path))
+    (tmp_path / "q.rq").write_text(query("A ; B"))
+
+    def signal_arrives(sock_info):
+        raise Terminated(15)
+    monkeypatch.setattr(util, "_create_local_socket", signal_arrives)
+    assert main(["run", str(tmp_path / "q.rq"), "--stream", f"S1={paths[STREAMS[0]]}", "--engine", "spark"]) == 143
+    err = capsys.readouterr().err
+    assert "internal error" not in err and "terminated (SIGTERM)" in err
+
+
+def test_a_broken_accumulator_connection_prints_no_traceback(spark, capfd):
+    """When a run is stopped during a job, the JVM's connection to PySpark's accumulator
+    server breaks, and the server printed ``Exception occurred during processing of
+    request`` with a traceback after spaseq's message."""
+    server = spark.sparkContext._accumulatorServer
+    try:
+        raise EOFError
+    except EOFError:
+        server.handle_error(None, ("127.0.0.1", 0))
+    assert "Traceback" not in capfd.readouterr().err
+
+
+def test_a_piece_reads_its_events_as_the_engine_takes_them(monkeypatch):
+    """A piece sorted its events in a list before its engine started: the whole input in one
+    Python worker for a query that runs as one piece (no window, no PARTITION BY).  Spark
+    sorts them now, and the engine reads them one by one."""
+    from spaseq_plugin.spark import engine as spark_engine
+    from spaseq_plugin.spark.engine import Cut, EventRecord, evaluate_piece
+    events = kind_events("a@1 b@2 " + " ".join(f"c@{t}" for t in range(3, 2003)))
+    pulled, at_first_match = 0, []
+
+    def records():
+        nonlocal pulled
+        for seq, e in enumerate(events):
+            pulled += 1
+            payload = ox.serialize(e.triples, format=ox.RdfFormat.N_TRIPLES)
+            yield EventRecord(e.time, 0, seq, e.stream, False, str(e.name), None, payload)
+    on_match = spark_engine._PieceEngine._on_match
+
+    def seen(self, match):
+        at_first_match.append(pulled)
+        on_match(self, match)
+    monkeypatch.setattr(spark_engine._PieceEngine, "_on_match", seen)
+    output = evaluate_piece(0, records(), query("A ; B", within=""), (), Cut("single", 1), None)
+    assert len(output.results) == 1 and output.events == 2002
+    assert at_first_match[0] < 10
+
+
+def test_running_out_of_memory_on_spark_is_a_limit():
+    """A Spark job that ran out of memory ended as 'a Spark task failed: ...', exit status 1,
+    without saying what to change: it is a limit now (exit status 3), naming the memory
+    to give and --spark-pieces."""
+    from spaseq_plugin.errors import LimitError
+    from spaseq_plugin.spark.session import task_failure
+    jvm = task_failure(Exception("An error occurred while calling o93.collectAndServe.\n"
+                                 ": org.apache.spark.SparkException: Job aborted due to stage failure\n"
+                                 "Caused by: java.lang.OutOfMemoryError: Java heap space\n\tat java.base/x"))
+    assert isinstance(jvm, LimitError) and "Java heap space" in str(jvm)
+    assert "SPASEQ_SPARK_DRIVER_MEMORY" in str(jvm) and "--spark-pieces" in str(jvm)
+    worker = task_failure(Exception("Traceback (most recent call last):\n  File \"worker.py\", line 1\n"
+                                    "MemoryError\n"))
+    assert isinstance(worker, LimitError) and "--spark-pieces" in str(worker)
+    assert not isinstance(task_failure(Exception("ValueError: bad")), LimitError)
+
+
+def test_too_little_memory_for_spark_says_so():
+    """SPASEQ_SPARK_DRIVER_MEMORY below what Spark needs ended as 'cannot start Spark (master
+    local[2]): An error occurred while calling None.org.apache.spark.api.java.JavaSparkContext.'"""
+    from spaseq_plugin.spark.session import _start_failure
+    error = Exception("An error occurred while calling None.org.apache.spark.api.java.JavaSparkContext.\n"
+                      ": org.apache.spark.SparkIllegalArgumentException: [INVALID_DRIVER_MEMORY.SYSTEM_MEMORY] "
+                      "Insufficient driver memory: System memory 419430400 must be at least 471859200.\n"
+                      "\tat org.apache.spark.memory.UnifiedMemoryManager$.getMaxMemory(x.scala:1)")
+    assert _start_failure(error).startswith("[INVALID_DRIVER_MEMORY.SYSTEM_MEMORY] Insufficient driver memory")

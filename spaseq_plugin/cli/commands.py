@@ -56,7 +56,7 @@ from .stopping import (OUTPUT_TIMEOUT, STOP_TIMEOUT, GracefulStop, Terminated, a
 from .kb_commands import add_kb_parser
 from ..language.nfa import automaton_svg
 from ..output.formats import FORMATS, check_format
-from ..output.writer import NamedOutput
+from ..output.writer import NamedOutput, StagedFiles
 from ..plugins import call_configure, plugin_list, plugin_problems, registry, result_sink, stream_source
 from ..spark.session import require_pyspark
 from ..runtime.checkpoint import DEFAULT_INTERVAL, parse_interval
@@ -803,7 +803,17 @@ def _run(args) -> int:
     if args.kb_materialized:
         kb_specs.append(f"materialized:{args.kb_materialized}")
     graceful = None
+    # A Spark run writes its results only at its end: its files appear then, whole, when it
+    # completes (a run killed before leaves FILE.partial, never a FILE that looks complete;
+    # one stopped by a signal, a limit or a failure leaves FILE as it was).
+    staged = StagedFiles() if args.engine == "spark" else None
+    running = ended = False     # (ended: complete, not stopped by a signal, a limit or a failure)
     with contextlib.ExitStack() as opened:
+        if staged is not None:
+            opened.callback(lambda: staged.commit() if ended else
+                            _not_written(staged.discard(), args.quiet or not running))
+        open_output = staged.open if staged is not None else \
+            (lambda path: open(path, "w", encoding="utf-8"))
         kb = _open_kb(kb_specs, compiled, "--kb" if args.kb else "--kb-materialized") if kb_specs else None
         warnings = query_warnings(compiled, kb)
         if args.engine == "spark":
@@ -835,7 +845,7 @@ def _run(args) -> int:
         if args.output:
             with as_usage_error(f"--output {args.output}"):
                 if checkpoints is None:
-                    file = open(args.output, "w", encoding="utf-8")
+                    file = open_output(args.output)
                 else:
                     file, going_on = checkpoints.open_file(args.output, "output")
             out = NamedOutput(file, f"the results to {args.output}")
@@ -854,13 +864,13 @@ def _run(args) -> int:
             with as_usage_error(f"--sink {spec}"):
                 sink = result_sink(name)
                 if sink.file_like:          # (a format: --sink csv:FILE writes FILE too)
-                    file = NamedOutput(open(location, "w", encoding="utf-8"), f"the results to {location}")
+                    file = NamedOutput(open_output(location), f"the results to {location}")
                     opened.callback(file.close)
                     writers.append(sink.open(file, variables, {"with_events": args.events}))
                 else:
                     writers.append(sink.open(location, variables, {}))
         # (last: a usage error must leave an existing dead-letter file alone)
-        dead = _DeadLetter(args.dead_letter, None if checkpoints is None else
+        dead = _DeadLetter(args.dead_letter, staged.open if staged is not None else None if checkpoints is None else
                            lambda path: checkpoints.open_file(path, "dead_letter")[0], args.dead_letter_limit)
         with as_usage_error(f"--dead-letter {args.dead_letter}"):
             dead.open()
@@ -895,6 +905,7 @@ def _run(args) -> int:
             if checkpoints is not None:
                 checkpoints.restore(engine, ids=not args.output or bool(args.sink))
         prepare_collector()
+        running = True
         started = time.perf_counter()
         interrupted: KeyboardInterrupt | None = None
         stopped: LimitError | PluginError | None = None
@@ -933,11 +944,18 @@ def _run(args) -> int:
                 stopped = stopped or e
         if checkpoints is not None and not interrupted and stopped is None:
             checkpoints.finish()
+        ended = interrupted is None and stopped is None
     if not args.quiet:
         _summary(engine, time.perf_counter() - started, interrupted, args.on_limit)
     if stopped is not None:
         raise stopped
     return interrupted_status(interrupted) if interrupted else EXIT_OK
+
+
+def _not_written(paths: list[str], quiet: bool) -> None:
+    """Say which files a Spark run that did not complete left as they were."""
+    if paths and not quiet:
+        print(f"spaseq: not written (the run did not complete): {', '.join(paths)}", file=sys.stderr)
 
 
 def _close_after_stop(writer, stop: KeyboardInterrupt, graceful: GracefulStop | None, timeout: float) -> None:

@@ -93,3 +93,47 @@ def plain_value(term) -> str:
     if isinstance(term, ox.Triple):
         return " ".join([plain_value(term.subject), plain_value(term.predicate), plain_value(term.object)])
     return term.value
+
+
+class StagedFiles:
+    """Output files that appear only whole: each is written as ``FILE.partial`` beside
+    it and renamed over ``FILE`` by :meth:`commit`; :meth:`discard` removes what was
+    not committed.  A process killed before the end (``kill -9``, the OOM killer)
+    leaves ``FILE`` as it was and a ``FILE.partial`` that says what it is (the next
+    run writes it again).  Anything but a regular file (``/dev/null``, a pipe) is
+    written directly; a symbolic link keeps pointing where it did (the file it
+    points to is replaced)."""
+
+    SUFFIX = ".partial"
+
+    def __init__(self):
+        self.staged: list[tuple[str, str, str]] = []       # (partial, final, as given)
+
+    def open(self, path: str) -> IO[str]:
+        target = os.path.realpath(path)
+        if os.path.exists(target) and not os.path.isfile(target):
+            return open(path, "w", encoding="utf-8")
+        partial = target + self.SUFFIX
+        file = open(partial, "w", encoding="utf-8")
+        self.staged.append((partial, target, path))
+        return file
+
+    def commit(self) -> None:
+        """Put every staged file in its place (each must be closed)."""
+        for partial, final, _ in self.staged:
+            with open(partial, "rb") as written:        # on disk before the rename makes it final
+                os.fsync(written.fileno())
+            os.replace(partial, final)
+        self.staged = []
+
+    def discard(self) -> list[str]:
+        """Remove the staged files not committed; their paths as given (left as they were)."""
+        given = []
+        for partial, _, path in self.staged:
+            try:
+                os.remove(partial)
+            except OSError:
+                pass
+            given.append(path)
+        self.staged = []
+        return given

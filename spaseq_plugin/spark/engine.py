@@ -36,7 +36,9 @@ the stream set's kind of time apply to the whole stream, before any cut
 of the other kind, is sorted and checked again); (2) each event is sent to
 the pieces that need it and each piece runs the engine on its events in
 time order (stable by ``--stream`` order, then file order, then file
-position, as the streaming merge); (3) results are sorted as the streaming engine emits them (match time, then
+position, as the streaming merge; Spark sorts them, spilling to disk, and
+the engine reads them as they come: a piece holds its runs, not its
+events); (3) results are sorted as the streaming engine emits them (match time, then
 the times of their events), and
 DISTINCT and CONSTRUCT's graph numbering are applied once, on the driver.
 """
@@ -490,24 +492,32 @@ def _worker_kb(kb_specs: tuple) -> KnowledgeBase | None:
 
 def evaluate_piece(piece: int, records: Iterable[EventRecord], query_text: str, kb_specs: tuple,
                    cut: Cut, start: Time | None, limits: StateLimits | None = None) -> PieceOutput:
-    """Run one piece; each piece has the state limits of the whole query."""
+    """Run one piece on its records, which come in merge order (``EventRecord.sort_key``:
+    Spark sorted them, spilling to disk, so that a piece never holds its events in a
+    list); each piece has the state limits of the whole query."""
     compiled = _cached(("query", query_text), lambda: compile_query(query_text))
     kb = _worker_kb(kb_specs)
     engine = _PieceEngine(compiled, kb, cut, piece, start, limits)
     rejections = []         # every one (engine.stats keeps only a sample)
     engine.on_reject = lambda error: rejections.append(Rejected.of(error))
     started = clock.perf_counter()
-    ordered = sorted(records, key=EventRecord.sort_key)
+    read = 0
+
+    def events() -> Iterator[Event]:
+        nonlocal read
+        for record in records:
+            read += 1
+            yield record.event()
     owned = []
     limit = None
     try:
-        for result in engine.run(record.event() for record in ordered):
+        for result in engine.run(events()):
             times = tuple(e.time for e in result.events)      # the streaming engine's order (runtime)
             owned.append(((result.time, times, piece, len(owned)), pack_result(result)))
     except StateLimitError as e:
         limit = str(e)
     stats = engine.stats
-    return PieceOutput(owned, rejections, stats.peak_runs, stats.matches, len(ordered),
+    return PieceOutput(owned, rejections, stats.peak_runs, stats.matches, read,
                        clock.perf_counter() - started, stats.peak_keys, stats.dropped_runs, limit)
 
 
@@ -564,6 +574,9 @@ class SparkRun:
         except SpaseqError:
             raise
         except Exception as e:          # Py4J/PySpark errors of a failed job
+            stop = _stop_behind(e)
+            if stop is not None:
+                raise stop from None
             if type(e).__module__.startswith(("pyspark", "py4j")):
                 raise task_failure(e) from None
             raise
@@ -617,14 +630,17 @@ class SparkRun:
                         cut.targets(record, lambda: event_keys(query_text, kb_specs, record))]
 
             def evaluate(piece_records):
-                items = list(piece_records)
-                if not items:
+                first = next(piece_records, None)
+                if first is None:
                     return []
-                piece = items[0][0]
-                return [evaluate_piece(piece, (r for _, r in items), query_text, kb_specs, cut, start, limits)]
+                items = itertools.chain([first], piece_records)
+                return [evaluate_piece(first[0][0], (r for _, r in items), query_text, kb_specs, cut, start,
+                                       limits)]
 
-            routed = records.flatMap(route)
-            outputs = routed.partitionBy(cut.pieces, lambda piece: piece).mapPartitions(evaluate).collect()
+            # each piece's events sorted into merge order by Spark (an external sort), not in a list
+            routed = records.flatMap(route).map(lambda item: ((item[0],) + item[1].sort_key(), item[1]))
+            outputs = (routed.repartitionAndSortWithinPartitions(cut.pieces, lambda key: key[0])
+                       .mapPartitions(evaluate).collect())
             self.report.evaluate_seconds = clock.perf_counter() - evaluated
         finally:
             for rdd in cached:
@@ -734,6 +750,20 @@ class SparkRun:
         self.stats.count_rejection(error)
         if self.on_reject is not None:
             self.on_reject(error)
+
+
+def _stop_behind(error: BaseException) -> KeyboardInterrupt | None:
+    """The Ctrl-C or SIGTERM that an error was raised in the handling of, if any.  PySpark's
+    cleanup can fail when a signal interrupts it (``collect``'s socket: ``UnboundLocalError:
+    ... 'sockfile'``), and its error then hides the stop: an internal error, exit status 1,
+    where the run was stopped (130, 143)."""
+    seen = set()
+    while error is not None and id(error) not in seen:
+        if isinstance(error, KeyboardInterrupt):
+            return error
+        seen.add(id(error))
+        error = error.__cause__ or error.__context__
+    return None
 
 
 def _from_parts_of(item, paths: set[str]) -> bool:

@@ -19,16 +19,20 @@ PySpark is an optional dependency (``pip install 'spaseq-plugin[spark]'``):
 
 from __future__ import annotations
 
+import atexit
+import contextlib
 import glob
+import logging
 import os
 import re
 import subprocess
 import sys
 import threading
 
-from ..errors import SpaseqError, UsageError
+from ..errors import LimitError, SpaseqError, UsageError
 
 DEFAULT_MASTER = "local[*]"
+JVM_EXIT_SECONDS = 10.0     # the most spaseq waits at exit for Spark's JVM to end
 INSTALL_SPARK = "pip install 'spaseq-plugin[spark]'"
 # JVM output that is no news to a user (the JVM writes it before logging is set up)
 _JVM_BANNER = re.compile(rb"^WARNING: Using incubator modules: ")
@@ -37,6 +41,8 @@ JVM_DIRS = ("/usr/lib/jvm/*", "/usr/local/lib/jvm/*", "/opt/java/*", "/opt/jdk*"
 
 _session = None
 _master = None
+log = logging.getLogger(__name__)
+_exiting = threading.Event()        # spaseq is exiting: the JVM's standard error is no longer shown
 
 
 def spark_master(requested: str | None = None) -> str:
@@ -52,6 +58,11 @@ def require_pyspark(what: str) -> None:
         raise UsageError(f"{what} needs PySpark, which is not installed: {INSTALL_SPARK}") from None
 
 
+def driver_memory() -> str:
+    """The JVM's heap in local mode (the driver's on a cluster): ``SPASEQ_SPARK_DRIVER_MEMORY``, else 2g."""
+    return os.environ.get("SPASEQ_SPARK_DRIVER_MEMORY", "2g")
+
+
 def spark_session(master: str | None = None):
     """The shared SparkSession for ``master`` (see :func:`spark_master`)."""
     global _session, _master
@@ -61,6 +72,7 @@ def spark_session(master: str | None = None):
     stop_spark()
     require_pyspark("the Spark pipeline")
     prepare_environment()
+    _quiet_py4j()
     from pyspark import SparkConf, SparkContext
     from pyspark.sql import SparkSession
     cores = os.cpu_count() or 2
@@ -73,7 +85,7 @@ def spark_session(master: str | None = None):
         "spark.ui.showConsoleProgress": "false",
         "spark.sql.shuffle.partitions": str(max(2, 2 * cores)),
         "spark.sql.adaptive.enabled": "true",
-        "spark.driver.memory": os.environ.get("SPASEQ_SPARK_DRIVER_MEMORY", "2g"),
+        "spark.driver.memory": driver_memory(),
         "spark.python.worker.reuse": "true",
         "spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log_config}",
         "spark.executor.extraJavaOptions": f"-Dlog4j2.configurationFile=file:{log_config}",
@@ -87,25 +99,120 @@ def spark_session(master: str | None = None):
             SparkContext._ensure_initialized(gateway=_launch_gateway(conf))
         _session = builder.getOrCreate()
     except Exception as e:      # the JVM did not start: report why, not a Py4J traceback
-        raise SpaseqError(f"cannot start Spark (master {master}): {str(e).splitlines()[0]}") from None
+        why = _start_failure(e)
+        if "INVALID_DRIVER_MEMORY" in why:
+            raise UsageError(f"cannot start Spark: {why} (SPASEQ_SPARK_DRIVER_MEMORY is {driver_memory()}: "
+                             "give it more)") from None
+        raise SpaseqError(f"cannot start Spark (master {master}): {why}") from None
     _session.sparkContext.setLogLevel("ERROR")
+    server = getattr(_session.sparkContext, "_accumulatorServer", None)
+    if server is not None:
+        server.handle_error = _accumulator_error
     _master = master
     return _session
 
 
+def _start_failure(error: Exception) -> str:
+    """Why Spark did not start: the first Java exception's message in a Py4J error (its
+    first line only says which call failed), else that first line."""
+    lines = str(error).splitlines()
+    for line in lines[1:]:
+        found = re.match(r"\s*(?::\s*)?(?:Caused by: )?[\w.$]+(?:Exception|Error): (.+)", line)
+        if found:
+            return found.group(1).strip()
+    return lines[0] if lines else type(error).__name__
+
+
 def _launch_gateway(conf):
-    """Start Spark's JVM (as PySpark does) with its standard error read by :func:`_forward_stderr`."""
-    from pyspark.java_gateway import launch_gateway
+    """Start Spark's JVM (as PySpark does) with its standard error read by :func:`_forward_stderr`.
+
+    The JVM exits when our end of its standard input closes, but it starts watching it only
+    once it has written where its gateway listens, into a directory PySpark removes when it
+    stops waiting.  A signal (SIGTERM, Ctrl-C) in those seconds made PySpark remove it, the
+    JVM failed to write there and never watched its input: a JVM left running after spaseq
+    had exited, for good.  So a JVM whose launch did not complete is stopped here."""
+    from pyspark import java_gateway
     read, write = os.pipe()
+    started: list[subprocess.Popen] = []
+
+    class Recorded(subprocess.Popen):
+        def __init__(self, *args, **kwargs):
+            super().__init__(*args, **kwargs)
+            started.append(self)
+    popen, java_gateway.Popen = java_gateway.Popen, Recorded
     try:
-        gateway = launch_gateway(conf, popen_kwargs={"stderr": write})
+        gateway = java_gateway.launch_gateway(conf, popen_kwargs={"stderr": write})
     except BaseException:
         os.close(read)
+        for process in started:
+            _stop_process(process)
         raise
     finally:
+        java_gateway.Popen = popen
         os.close(write)
+    if gateway.proc is not None:
+        atexit.register(_end_jvm, gateway.proc)
     threading.Thread(target=_forward_stderr, args=(read,), name="spaseq spark stderr", daemon=True).start()
     return gateway
+
+
+def _end_jvm(process: subprocess.Popen) -> None:
+    """At exit: close the JVM's standard input, which ends it (its shutdown removes its
+    temporary directories), and wait for that; one that has not ended within
+    JVM_EXIT_SECONDS (a JVM interrupted while it set up a session can hang there) is
+    stopped.  Without this the JVM ended on its own after spaseq had, or never."""
+    if process.poll() is not None:
+        return
+    _exiting.set()          # what the JVM says as it shuts down (Java traces of cancelled work) is no news
+    try:
+        with contextlib.suppress(OSError, ValueError):
+            process.stdin.close()
+        process.wait(JVM_EXIT_SECONDS)
+    except (subprocess.TimeoutExpired, KeyboardInterrupt):
+        _stop_process(process, 2.0)
+
+
+def _stop_process(process: subprocess.Popen, seconds: float = 5.0) -> None:
+    """Stop a process (SIGTERM, then SIGKILL after ``seconds``) and reap it."""
+    try:
+        process.terminate()
+        try:
+            process.wait(seconds)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            process.wait()
+    except (OSError, KeyboardInterrupt):        # (gone already; a second signal: stop waiting)
+        with contextlib.suppress(OSError):
+            process.kill()
+
+
+class _Py4JRootRecords(logging.Filter):
+    """Py4J logs a failed command through the root logger (``logging.exception``), which
+    Python then sets up to print to standard error: Ctrl-C or SIGTERM during a Spark job
+    printed ``ERROR:root:KeyboardInterrupt while sending command.`` and a traceback before
+    the run's own message.  The run reports the stop, or the failure, itself."""
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.name == "root" and f"{os.sep}py4j{os.sep}" in record.pathname:
+            log.debug("py4j: %s", record.getMessage())
+            return False
+        return True
+
+
+def _accumulator_error(request, address) -> None:
+    """PySpark's accumulator server printed a traceback (``Exception occurred during
+    processing of request``, ``EOFError``) when the JVM's connection to it broke, as it does
+    when a run is stopped during a job: logged at debug level instead."""
+    log.debug("Spark's accumulator connection from %s failed", address, exc_info=True)
+
+
+def _quiet_py4j() -> None:
+    """Py4J's own loggers (``py4j.clientserver``: ``Exception occurred while shutting down
+    connection``, a traceback) reached the root logger as well: they stop at ``py4j``."""
+    logging.getLogger("py4j").propagate = False
+    root = logging.getLogger()
+    if not any(isinstance(f, _Py4JRootRecords) for f in root.filters):
+        root.addFilter(_Py4JRootRecords())
 
 
 def _forward_stderr(fd: int) -> None:
@@ -116,9 +223,9 @@ def _forward_stderr(fd: int) -> None:
         while chunk := os.read(fd, 1 << 16):
             *lines, pending = (pending + chunk).split(b"\n")
             shown = b"".join(line + b"\n" for line in lines if not _JVM_BANNER.match(line))
-            if shown:
+            if shown and not _exiting.is_set():
                 os.write(2, shown)
-        if pending and not _JVM_BANNER.match(pending):
+        if pending and not _JVM_BANNER.match(pending) and not _exiting.is_set():
             os.write(2, pending)
     except OSError:
         pass
@@ -126,9 +233,24 @@ def _forward_stderr(fd: int) -> None:
         os.close(fd)
 
 
+JVM_OUT_OF_MEMORY = ("Spark's JVM ran out of memory ({what}): give it more (SPASEQ_SPARK_DRIVER_MEMORY, "
+                     "now {memory}; on a cluster spark.executor.memory), or cut the input into more pieces "
+                     "(--spark-pieces)")
+WORKER_OUT_OF_MEMORY = ("a Spark task's Python worker ran out of memory: cut the input into more pieces "
+                        "(--spark-pieces), or give the workers more memory")
+
+
 def task_failure(error: Exception) -> SpaseqError:
-    """A Spark job's failure as a user-facing error: the Python exception's last line."""
+    """A Spark job's failure as a user-facing error: the Python exception's last line; running
+    out of memory, in the JVM or in a Python worker, is a limit (exit status 3) whose
+    message says what to change."""
     text = str(error)
+    oom = re.search(r"java\.lang\.OutOfMemoryError(?:: ([^\n]*))?", text)
+    if oom:
+        return LimitError(JVM_OUT_OF_MEMORY.format(what=(oom.group(1) or "OutOfMemoryError").strip(),
+                                                   memory=driver_memory()))
+    if re.search(r"^\s*MemoryError\b", text, re.M):
+        return LimitError(WORKER_OUT_OF_MEMORY)
     lines = [line.strip() for line in text.splitlines() if line.strip() and not line.strip().startswith("at ")]
     python = [line for line in lines if re.match(r"^[A-Za-z_.]*(Error|Exception)\b.*:", line)]
     detail = (python or lines or [type(error).__name__])[-1]
