@@ -1582,13 +1582,8 @@ class Runtime:
                 continue
             for events in (index.by_key.get(self._guard_key(index.spec, mu), ()), index.unlisted):
                 for event in events:
-                    if after < event.time < before:
-                        if self._guard_steps >= self._max_join_steps:
-                            self._guard_cut = gpm
-                            return True
-                        self._guard_steps += 1
-                        if self._evaluate(gpm, event, mu, False):
-                            return True
+                    if after < event.time < before and self._try_guard(gpm, event, mu):
+                        return True
         if not scanned:
             return False
         if not self._holding and self._hold_summaries is not None:
@@ -1605,14 +1600,19 @@ class Runtime:
         for event in events:
             if after is None or after < event.time < before:
                 for gpm in guards:
-                    if event.stream in gpm.streams:
-                        if self._guard_steps >= self._max_join_steps:
-                            self._guard_cut = gpm
-                            return True
-                        self._guard_steps += 1
-                        if self._evaluate(gpm, event, mu, False):
-                            return True
+                    if event.stream in gpm.streams and self._try_guard(gpm, event, mu):
+                        return True
         return False
+
+    @cython.cfunc
+    def _try_guard(self, gpm: GpmPattern, event: Event, mu) -> cython.bint:
+        """Whether ``gpm`` matches the buffered ``event`` under ``mu``, a join step of the
+        batch; past --max-join-steps True untried, with ``_guard_cut`` set (_guard_hit)."""
+        if self._guard_steps >= self._max_join_steps:
+            self._guard_cut = gpm
+            return True
+        self._guard_steps += 1
+        return bool(self._evaluate(gpm, event, mu, False))
 
     def _guard_cut_short(self, events: list[Event]) -> None:
         """A run's check against a negation's guards was cut short by --max-join-steps
