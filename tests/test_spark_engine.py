@@ -151,6 +151,28 @@ def test_distinct_and_construct_numbering_are_global():
     assert graphs == [f"<urn:spaseq:match:{n}>" for n in range(1, 5)]
 
 
+@pytest.mark.parametrize("head", ["SELECT *", "SELECT DISTINCT ?b", f"CONSTRUCT {{ ?a <{EX}then> ?b }}"])
+def test_many_results_come_sorted_by_spark_in_the_order_the_driver_gives_few(monkeypatch, head):
+    """Past COLLECTED_RESULTS the driver does not collect the results to sort them: Spark
+    sorts them and the driver reads them a partition at a time, in the same order."""
+    from pyspark.rdd import RDD
+    from spaseq_plugin.spark import engine as spark_engine
+    read_in_parts = []
+    to_local_iterator = RDD.toLocalIterator
+    monkeypatch.setattr(RDD, "toLocalIterator", lambda rdd, *a, **k: read_in_parts.append(rdd) or
+                        to_local_iterator(rdd, *a, **k))
+    events = kind_events("a@1 b@2 a@3 b@4 b@5 a@6 b@7 a@8 b@9 b@10")
+    text = query("A : B", head=head, within="WITHIN 5 SECONDS")
+    compiled = compile_query(text)
+    collected = [(r.time, result_key(r), str(r.graph)) for r in spark_results(compiled, text, events, pieces=3)]
+    assert not read_in_parts
+    monkeypatch.setattr(spark_engine, "COLLECTED_RESULTS", 0)
+    streamed = [(r.time, result_key(r), str(r.graph)) for r in spark_results(compiled, text, events, pieces=3)]
+    assert len(read_in_parts) == 1
+    assert streamed == collected and len(collected) > 5
+    assert [key for _, key, _ in collected] == [result_key(r) for r in Engine(compiled).run(events)]
+
+
 def test_distinct_keeps_at_most_its_limit_of_rows_on_spark_too():
     from spaseq_plugin import LimitError, StateLimits
     events = kind_events("a@1 b@2 a@3 b@4 a@5 b@6 a@7 b@8")
