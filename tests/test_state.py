@@ -1056,7 +1056,8 @@ def test_explain_shows_the_limits_in_force(exponential):
     assert p.returncode == 0, p.stderr
     assert "active runs per query: 1,000,000 runs (--max-runs)" in p.stdout
     assert "run state: 512 MB" in p.stdout and "(--on-limit fail)" in p.stdout
-    assert "a GPM's join on one event: 10,000,000 steps (--max-join-steps)" in p.stdout
+    assert "a join on one event (a GPM's rows, a negation guard's tries): 10,000,000 steps " \
+           "(--max-join-steps)" in p.stdout
     assert "skip-till-any" in p.stderr
     p = subprocess.run(SPASEQ + ["explain", "q.rq", "--max-runs", "5000", "--max-partition-runs", "50",
                                  "--max-state-memory", "none", "--on-limit", "drop-oldest",
@@ -1064,7 +1065,7 @@ def test_explain_shows_the_limits_in_force(exponential):
                        capture_output=True, text=True, cwd=exponential, timeout=120)
     assert "5,000 runs (--max-runs); per partition: 50 per key" in p.stdout
     assert "run state: no limit" in p.stdout and "drop the oldest partial matches" in p.stdout
-    assert "one event: no limit (--max-join-steps)" in p.stdout
+    assert "a negation guard's tries): no limit (--max-join-steps)" in p.stdout
     assert "rows DISTINCT keeps: 1,000,000 rows (--max-distinct" in p.stdout
 
 

@@ -254,7 +254,8 @@ class StateLimits:
                   DROP_OLDEST: "drop the oldest partial matches and go on"}[self.policy]
         return (f"limits: active runs per query: {cap(self.max_runs, 'runs')} (--max-runs); "
                 f"per partition: {per_key} (--max-partition-runs); run state: {state}, estimated "
-                f"(--max-state-memory); a GPM's join on one event: {cap(self.max_join_steps, 'steps')} "
+                f"(--max-state-memory); a join on one event (a GPM's rows, a negation guard's tries): "
+                f"{cap(self.max_join_steps, 'steps')} "
                 f"(--max-join-steps); when reached: {action} (--on-limit {self.policy}); rows DISTINCT "
                 f"keeps: {cap(self.max_distinct, 'rows')} (--max-distinct; when reached, the run stops)")
 
