@@ -20,11 +20,11 @@ writer's ``write()``; a KB's ``select()``..., wrapped by
 
 from __future__ import annotations
 
-import copy
 import importlib
 import importlib.metadata
 import logging
 import types
+import dataclasses
 from dataclasses import dataclass, field
 from functools import lru_cache
 from typing import Callable, Iterator
@@ -264,9 +264,7 @@ def _guarded(item, plugin: str, called: str):
 
     open.__wrapped__ = opener
     open.guard = guard                  # (guard_of)
-    provided = copy.copy(item)          # (of its class, which may be a subclass)
-    object.__setattr__(provided, "open", open)      # (a frozen dataclass)
-    return provided
+    return dataclasses.replace(item, open=open)     # (of its class, which may be a subclass)
 
 
 # A third-party FILTER function's failure, kept until the evaluator that ran the query
