@@ -10,11 +10,11 @@ read, DISTINCT's memory, the statistics), the position of every source, and
 the committed length of the output and dead-letter files.  What can be
 rebuilt is not kept: the evaluators' caches, the per-batch memo.
 
-The format (version 1)
+The format (version 2)
 ----------------------
 A checkpoint file is two lines of UTF-8 JSON.  The first is the header::
 
-    {"format": "spaseq-checkpoint", "version": 1, "query": SHA-256 of the query text,
+    {"format": "spaseq-checkpoint", "version": 2, "query": SHA-256 of the query text,
      "arguments": SHA-256 of the arguments that change results, "created": ISO time,
      "finished": false, "body_bytes": N, "body_sha256": ...}
 
@@ -22,8 +22,12 @@ the second the body, ``N`` bytes whose SHA-256 the header gives.  In the
 body, RDF terms are N-Triples text, each distinct term once in
 ``tables.terms``; events are rows of ``tables.events`` (stream, time,
 is_datetime, position, graph name as a term number, triples as N-Triples
-text); everything else refers to them by number, and runs refer to events, so that the size is
-linear in the state.  Times are JSON integers, or strings for decimals.
+text); the mappings, ``{variable: term number}``, are rows of ``tables.mappings``,
+each once however many runs share it (a Kleene iteration's bindings, the μ
+its successors start from); everything else refers to them by number, and
+runs refer to events, so that the size is linear in the state and a restored
+runtime shares what the saved one did.  (Version 1 wrote each mapping where it
+was used; it is still read.)  Times are JSON integers, or strings for decimals.
 Reading a checkpoint runs no code of it (no pickle): it is JSON and N-Triples
 parsed as data.
 
@@ -61,7 +65,7 @@ from ..evaluators.protocol import term_text
 log = logging.getLogger(__name__)
 
 FORMAT = "spaseq-checkpoint"
-VERSION = 1
+VERSION = 2
 CURRENT = "checkpoint.json"
 PREVIOUS = "checkpoint.previous.json"
 _NEW = "checkpoint.json.new"
@@ -126,8 +130,8 @@ def decode_time(value) -> Time:
 
 
 class SnapshotWriter:
-    """Numbers terms and events as a snapshot refers to them (``tables`` gives
-    the tables); ``mapping`` turns a mapping into ``{variable: term number}``."""
+    """Numbers terms, events and mappings as a snapshot refers to them
+    (``tables`` gives the tables)."""
 
     time = staticmethod(encode_time)
 
@@ -135,9 +139,11 @@ class SnapshotWriter:
         self._terms: dict = {}
         self._term_ids: dict[int, int] = {}     # terms are shared objects: most are found by id
         self._events: dict[int, int] = {}
+        self._mappings: dict[int, int] = {}
         self._kept: list = []                   # (ids stay valid while the snapshot is made)
         self.terms: list[str] = []
         self.events: list[list] = []
+        self.mappings: list[dict[str, int]] = []
 
     def term(self, term) -> int:
         ref = self._term_ids.get(id(term))
@@ -150,9 +156,16 @@ class SnapshotWriter:
             self._kept.append(term)
         return ref
 
-    def mapping(self, mapping: dict) -> dict[str, int]:
-        term = self.term
-        return {name: term(value) for name, value in mapping.items()}
+    def mapping(self, mapping: dict) -> int:
+        """The number of ``mapping``, by identity: runs share their bindings (no
+        mapping is ever modified), and so do the runs restored from them."""
+        ref = self._mappings.get(id(mapping))
+        if ref is None:
+            ref = self._mappings[id(mapping)] = len(self.mappings)
+            self._kept.append(mapping)
+            term = self.term
+            self.mappings.append({name: term(value) for name, value in mapping.items()})
+        return ref
 
     def event(self, event: Event) -> int:
         ref = self._events.get(id(event))
@@ -165,7 +178,7 @@ class SnapshotWriter:
         return ref
 
     def tables(self) -> dict:
-        return {"terms": self.terms, "events": self.events}
+        return {"terms": self.terms, "events": self.events, "mappings": self.mappings}
 
 
 def _triples(text: str) -> tuple:
@@ -175,7 +188,7 @@ def _triples(text: str) -> tuple:
 
 
 class SnapshotReader:
-    """The terms and events of a snapshot's tables, parsed once each."""
+    """The terms, events and mappings of a snapshot's tables, made once each."""
 
     time = staticmethod(decode_time)
 
@@ -196,6 +209,7 @@ class SnapshotReader:
                            for stream, at, is_datetime, position, name, text in tables["events"]]
         except SyntaxError as error:
             raise CorruptCheckpoint(f"an event's triples are not N-Triples ({error})") from None
+        self.mappings = [self._mapping(data) for data in tables.get("mappings", ())]
 
     def term(self, ref: int):
         return self.terms[ref]
@@ -203,7 +217,12 @@ class SnapshotReader:
     def event(self, ref: int) -> Event:
         return self.events[ref]
 
-    def mapping(self, data: dict) -> dict:
+    def mapping(self, data: int | dict) -> dict:
+        """The mapping numbered ``data``, the same object for each reference to it
+        (a version 1 checkpoint gives the mapping itself: a new one each time)."""
+        return self._mapping(data) if isinstance(data, dict) else self.mappings[data]
+
+    def _mapping(self, data: dict) -> dict:
         terms = self.terms
         return {name: terms[ref] for name, ref in data.items()}
 
