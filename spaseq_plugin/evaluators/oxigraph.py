@@ -13,10 +13,12 @@ their default graph and the KB graphs as their named graphs, so ``GRAPH``
 clauses join the KB inside the same SPARQL evaluation.
 
 SPARQL VALUES cannot hold blank nodes.  When a run's bindings hold one
-(a blank node an earlier event bound), the query runs on a second copy of
-the event graph whose blank nodes are skolem IRIs, with the bindings
-skolemised the same way, and answers are turned back into blank nodes.  In
-that case only, ``isBlank`` in the GPM sees an IRI for them.
+(a blank node an earlier event bound, or the KB), the query runs on a second
+copy of the event graph whose blank nodes are skolem IRIs, with the bindings
+skolemised the same way, and answers are turned back into blank nodes.  The
+KB graphs the GPM reads are skolemised too, in a store of their own, when they
+hold blank nodes: a KB blank node that an earlier GPM bound joins the KB
+again.  In that case only, ``isBlank`` in the GPM sees an IRI for them.
 """
 
 from __future__ import annotations
@@ -60,6 +62,10 @@ class OxigraphEvaluator:
         self._filled: set = set()
         self._kb_event: Event | None = None        # the event in the KB's store
         self._kb_filled: set = set()
+        self._blank_graphs: dict[str, bool] = {}   # KB graph -> whether it holds a blank node
+        self._skolem_kb: ox.Store | None = None     # KB graphs, skolemised (see _skolem_store)
+        self._skolem_copied: set[str] = set()
+        self._skolem_event: Event | None = None     # the event in _skolem_kb
         self._most: int | None = None               # limit_solutions
 
     def _load(self, event: Event, skolemised: bool, with_kb: bool) -> tuple[ox.Store, ox.NamedNode]:
@@ -92,6 +98,40 @@ class OxigraphEvaluator:
             filled.add(graph)
         return store, graph
 
+    def _skolem_store(self, gpm: GpmPattern, event: Event) -> ox.Store | None:
+        """The store to query ``event`` in, skolemised, for ``gpm`` (which joins the KB)
+        under bindings holding a blank node: a copy of the KB graphs it reads whose blank
+        nodes are skolem IRIs, as the bindings' are, made one graph at a time when first
+        needed.  None when those graphs hold no blank node: the KB's store serves."""
+        if self._kb is None:
+            return None
+        names = self._kb.graph_names() if gpm.kb_graph_var else sorted(gpm.kb_graphs)
+        if not any(self._holds_blank_nodes(g) for g in names):
+            return None
+        if self._skolem_kb is None:
+            self._skolem_kb = ox.Store()
+        store = self._skolem_kb
+        for name in names:
+            if name not in self._skolem_copied:
+                store.bulk_extend(ox.Quad(skolem(q.subject), q.predicate, skolem(q.object), q.graph_name)
+                                  for q in self._kb.quads(name))
+                self._skolem_copied.add(name)
+        if self._skolem_event is not event:
+            store.clear_graph(SKOLEM_GRAPH)
+            store.extend(ox.Quad(skolem(t.subject), t.predicate, skolem(t.object), SKOLEM_GRAPH)
+                         for t in event.triples)
+            self._skolem_event = event
+        return store
+
+    def _holds_blank_nodes(self, graph: str) -> bool:
+        """Whether the KB graph holds a blank node (or a triple term), asked once."""
+        found = self._blank_graphs.get(graph)
+        if found is None:
+            rows = self._kb.select(f"SELECT ?s WHERE {{ GRAPH <{graph}> {{ ?s ?p ?o "
+                                   "FILTER(!isIRI(?s) || (!isIRI(?o) && !isLiteral(?o))) } } LIMIT 1")
+            found = self._blank_graphs[graph] = any(True for _ in rows)
+        return found
+
     def _copy_graphs(self, gpm: GpmPattern) -> None:
         if self._copied is None or self._kb is None or not gpm.uses_kb:
             return
@@ -122,7 +162,11 @@ class OxigraphEvaluator:
                 store, injected_query(gpm, [], mappings), graph, gpm)), len(mappings), self._most)
         else:
             skolemised = any(holds_blank_node(m.get(c)) for m in mappings for c in columns)
-            store, graph = self._load(event, skolemised, gpm.uses_kb)
+            store = self._skolem_store(gpm, event) if skolemised and gpm.uses_kb else None
+            if store is None:
+                store, graph = self._load(event, skolemised, gpm.uses_kb)
+            else:
+                graph = SKOLEM_GRAPH
             solutions = gather(((int(s[ROW].value), _solution(s, gpm)) for s in self._run(
                 store, injected_query(gpm, columns, mappings), graph, gpm)), len(mappings), self._most)
         if self._functions is not None:

@@ -114,8 +114,8 @@ class _KbJoin:
     shared: tuple[str, ...]               # variables shared with the event pattern
     strategy: str = MATERIALIZE
     rows: dict = field(default_factory=dict)   # shared key -> list of solutions
+    blank_rows: dict = field(default_factory=dict)     # key positions -> shared key -> list (see _rows_with_blank_nodes)
     text: str = ""
-    event_shared: frozenset = frozenset()      # those of ``shared`` the event pattern binds (the rest: earlier blocks)
 
     @property
     def variables(self) -> frozenset[str]:
@@ -455,12 +455,10 @@ class SpectraEvaluator:
         if not event_patterns:
             raise NotCompilable("no triple pattern on the event")
         bound = set().union(*(p.vars for p in event_patterns))
-        on_event = frozenset(bound)
         kb_joins = []
         for graph, patterns in graphs:
             kb_vars = set().union(*(p.vars for p in patterns))
             kb_joins.append(self._kb_join(graph, patterns, tuple(sorted(kb_vars & bound))))
-            kb_joins[-1].event_shared = on_event & kb_vars
             bound |= kb_vars
         local, stateful, comparisons, local_exprs, unproven, equalities = [], [], [], [], {}, []
         for expr in exprs:
@@ -615,32 +613,48 @@ class SpectraEvaluator:
         """The KB's rows for the event's values ``key``, remembered for the next events
         with them unless one is longer than MAX_CACHED_TERM_CHARS (a key keeps its
         terms alive: distinct large literals must not pile up here either)."""
-        blank = [i for i, t in enumerate(key) if holds_blank_node(t)]
-        if any(join.shared[i] in join.event_shared for i in blank):
-            return _NONE        # an event's blank node is no KB term
+        blank = tuple([i for i, t in enumerate(key) if holds_blank_node(t)])
+        if blank:
+            return self._rows_with_blank_nodes(join, blank).get(key, _NONE)
         texts = [term_text(t) for t in key]
-        # VALUES cannot hold a blank node (an earlier GRAPH block's, a KB term): the
-        # block's rows are read without it and kept where they hold it.  A store that
-        # keeps literals as written may hold the key's literal in another form
-        # ("01"^^xsd:integer for 1): such a literal is looked up by its datatype and the
-        # rows kept whose canonical form is the key's.  (Both scan the block's rows,
+        # A store that keeps literals as written may hold the key's literal in another
+        # form ("01"^^xsd:integer for 1): such a literal is looked up by its datatype and
+        # the rows kept whose canonical form is the key's.  (That scans the block's rows,
         # once per key: the rows are remembered.)
         literals = [] if getattr(self.kb, "canonical_literals", False) else \
             [i for i, t in enumerate(key) if _may_be_written_otherwise(t)]
-        rewritten = blank + literals
-        exact = [i for i in range(len(key)) if i not in rewritten]
+        exact = [i for i in range(len(key)) if i not in literals]
         values = "VALUES (" + " ".join("?" + join.shared[i] for i in exact) + ") { (" + \
             " ".join(texts[i] for i in exact) + ") }" if exact else ""
         values += "".join(f" FILTER(DATATYPE(?{join.shared[i]}) = <{key[i].datatype.value}>)" for i in literals)
-        rows = _canonical_rows(checked_rows(self.kb.select(join.text.replace("%VALUES%", values)),
-                                            join.variables, f"the KB ({self.kb.description})"))
-        if rewritten:
-            rows = [row for row in rows if all(row[join.shared[i]] == key[i] for i in rewritten)]
+        rows = self._rows(join, values)
+        if literals:
+            rows = [row for row in rows if all(row[join.shared[i]] == key[i] for i in literals)]
         if len(join.rows) > KB_LOOKUPS_KEPT:
             join.rows.clear()
         if max(map(len, texts)) <= MAX_CACHED_TERM_CHARS:
             join.rows[key] = rows
         return rows
+
+    def _rows_with_blank_nodes(self, join: _KbJoin, blank: tuple) -> dict:
+        """The block's rows whose values at the key's positions ``blank`` are blank nodes
+        (or triple terms holding one), by their key, read once for those positions.
+        VALUES cannot hold a blank node, the event's or an earlier block's (one label is
+        one node, as in pyoxigraph and the reference), and reading the block for each
+        blank node of a stream would scan it per event: most KBs hold none there, and
+        these rows are then none."""
+        found = join.blank_rows.get(blank)
+        if found is None:
+            found = join.blank_rows[blank] = {}
+            test = "".join(f" FILTER(!isIRI(?{join.shared[i]}) && !isLiteral(?{join.shared[i]}))" for i in blank)
+            for row in self._rows(join, test):
+                found.setdefault(tuple([row[v] for v in join.shared]), []).append(row)
+        return found
+
+    def _rows(self, join: _KbJoin, restriction: str) -> list[Solution]:
+        """The block's rows under ``restriction`` (VALUES, FILTERs), in canonical form."""
+        return _canonical_rows(checked_rows(self.kb.select(join.text.replace("%VALUES%", restriction)),
+                                            join.variables, f"the KB ({self.kb.description})"))
 
     @cython.cfunc
     @cython.locals(state=_EventState, plan=Plan, mapping=dict, s=dict, row=dict, candidates=list)

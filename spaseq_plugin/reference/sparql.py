@@ -4,9 +4,10 @@
   ``SELECT * WHERE { VALUES (μ's variables) { (μ's terms) } body }`` over a
   dataset whose default graph is the event's graph and whose named graphs
   are the KB's.  SPARQL cannot write a blank node in VALUES: when μ holds
-  one, the query runs on a copy of the event whose blank nodes are IRIs
-  ``urn:spaseq:reference:bnode:LABEL``, with μ written the same way, and the
-  answers are turned back (docs/semantics.md, open point 12).
+  one, the query runs on a copy of the dataset, the event and the KB, whose
+  blank nodes are IRIs ``urn:spaseq:reference:bnode:LABEL``, with μ written
+  the same way, and the answers are turned back (docs/semantics.md, open
+  point 12): a KB blank node that an earlier GPM bound joins the KB again.
 * What a body can bind: the variables ``SELECT *`` projects (SPARQL's
   in-scope variables).
 * An aggregate over a list of terms: ``SELECT (AGG(?v) AS ?r) WHERE { VALUES
@@ -64,6 +65,9 @@ class Sparql:
         self.store = ox.Store()
         self.store.extend(q for q in kb_quads if q.graph_name != ox.DefaultGraph())
         self.kb_graphs = sorted({q.graph_name for q in self.store}, key=str)
+        self.skolem_store = ox.Store()          # the same, blank nodes as skolem IRIs
+        self.skolem_store.extend(ox.Quad(_skolem(q.subject), q.predicate, _skolem(q.object), q.graph_name)
+                                 for q in self.store)
         self._graphs: dict[tuple[int, bool], ox.NamedNode] = {}
         self._events: list[Event] = []         # keeps the events whose id() names a graph alive
         self._answers: dict = {}
@@ -76,7 +80,7 @@ class Sparql:
             graph = self._graphs[key] = ox.NamedNode(f"urn:spaseq:reference:event:{next(self._ids)}")
             self._events.append(event)
             convert = _skolem if skolemised else (lambda t: t)
-            self.store.extend(ox.Quad(convert(t.subject), t.predicate, convert(t.object), graph)
+            (self.skolem_store if skolemised else self.store).extend(ox.Quad(convert(t.subject), t.predicate, convert(t.object), graph)
                               for t in event.triples)
         return graph
 
@@ -87,8 +91,8 @@ class Sparql:
         if found is None:
             skolemised = any(_skolem(t) != t for t in mu.values())     # (a blank node, maybe in a triple term)
             text = f"{prologue}\nSELECT * WHERE {{ {values_clause(mu)}\n{body}\n}}"
-            rows = self.store.query(text, default_graph=self._graph(event, skolemised),
-                                    named_graphs=self.kb_graphs)
+            store = self.skolem_store if skolemised else self.store
+            rows = store.query(text, default_graph=self._graph(event, skolemised), named_graphs=self.kb_graphs)
             names = [v.value for v in rows.variables]
             found = []
             for row in rows:
