@@ -112,6 +112,10 @@ def _plugins() -> _Plugins:
             plugins.problems.setdefault(name, []).append(
                 f"implements {', '.join(unknown)}, which is not a spaseq hook (the hooks: docs/plugins.md)")
             pm.unregister(e.plugin)
+    # (pluggy still calls each implementation: its order, hook wrappers and propagation stay its own)
+    for hook in _CALLED_HOOKS:
+        for impl in getattr(pm.hook, hook).get_hookimpls():
+            impl.function = _naming_its_plugin(impl)
     return plugins
 
 
@@ -462,6 +466,14 @@ def call_stopped(engine) -> None:
     _call("spaseq_query_stopped", engine=engine)
 
 
+# The hooks spaseq calls through pluggy (_call), whose implementations are registered
+# wrapped by _naming_its_plugin: pluggy does not say which implementation raised.
+_CALLED_HOOKS = ("spaseq_configure", "spaseq_query_started", "spaseq_query_stopped")
+
+# The attribute of an exception raised in one of them that names the plugin whose implementation raised it
+_RAISED_IN = "_spaseq_raised_in_plugin"
+
+
 def _call(hook: str, **arguments) -> None:
     """Call ``hook``; an error raised in a plugin becomes a :class:`PluginError` naming it."""
     caller = getattr(plugin_manager().hook, hook)
@@ -470,16 +482,64 @@ def _call(hook: str, **arguments) -> None:
     except MemoryError:
         raise
     except Exception as e:
-        raise PluginError(f"{_culprit(caller, e)} failed in {hook}: {type(e).__name__}: {e}") from e
+        plugin = vars(e).pop(_RAISED_IN, None)      # (None: raised by pluggy itself)
+        culprit = "a plugin" if plugin is None else _describe(plugin)
+        raise PluginError(f"{culprit} failed in {hook}: {type(e).__name__}: {e}") from e
 
 
-def _culprit(caller: pluggy.HookCaller, error: Exception) -> str:
-    """The plugin whose implementation of the hook ``error`` went through (pluggy does not say)."""
-    plugins = {impl.function.__code__: impl.plugin_name
-               for impl in caller.get_hookimpls() if hasattr(impl.function, "__code__")}
-    tb = error.__traceback__
-    while tb is not None:
-        if tb.tb_frame.f_code in plugins:
-            return _describe(plugins[tb.tb_frame.f_code])
-        tb = tb.tb_next
-    return "a plugin"
+def _naming_its_plugin(impl: pluggy.HookImpl) -> Callable:
+    """``impl``'s function, wrapped to name ``impl``'s plugin on an exception it raises
+    (a hook wrapper's, on one its generator raises: :class:`_NamingTeardown`).  The
+    exception passes on as it is: a hook wrapper around ``impl`` sees what was raised."""
+    function, plugin = impl.function, impl.plugin_name
+    if impl.wrapper or impl.hookwrapper:
+        def naming(*args, **kwargs):
+            return _NamingTeardown(function(*args, **kwargs), plugin)
+    else:
+        def naming(*args, **kwargs):
+            try:
+                return function(*args, **kwargs)
+            except Exception as e:
+                _name_plugin(e, plugin)
+                raise
+    naming.__wrapped__ = function
+    return naming
+
+
+def _name_plugin(error: Exception, plugin: str) -> None:
+    # (the first implementation the error leaves raised it: a hook wrapper it leaves later passed it on)
+    if not hasattr(error, _RAISED_IN):
+        setattr(error, _RAISED_IN, plugin)
+
+
+class _NamingTeardown:
+    """A hook wrapper's generator as pluggy drives it (``next``, ``send``, ``throw``,
+    ``close``), naming its plugin on an exception it raises, not on one pluggy throws
+    into it (another implementation's, or pluggy's own) that it passes on."""
+
+    def __init__(self, teardown, plugin: str):
+        self._teardown = teardown
+        self._plugin = plugin
+        self.gi_code = teardown.gi_code     # (pluggy names a wrapper that yields other than once by it)
+
+    def __next__(self):
+        return self._step(self._teardown.send, None)
+
+    def send(self, value):
+        return self._step(self._teardown.send, value)
+
+    def throw(self, error):
+        return self._step(self._teardown.throw, error, thrown=error)
+
+    def close(self):
+        return self._step(self._teardown.close)
+
+    def _step(self, step: Callable, *args, thrown: BaseException | None = None):
+        try:
+            return step(*args)
+        except StopIteration:
+            raise
+        except Exception as e:
+            if e is not thrown:
+                _name_plugin(e, self._plugin)
+            raise

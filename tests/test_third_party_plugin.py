@@ -178,6 +178,71 @@ def test_a_plugin_failing_when_the_query_stops_costs_no_result(tmp_path):
                                          "failed in spaseq_query_stopped: ValueError: cannot upload")
 
 
+def named(module):
+    return f"plugin {module} (module {module}, package {module.replace('_', '-')} 1.0) "
+
+
+# Which plugin's hook raised is known, not guessed from the frames it went through: the
+# wrappers one decorator makes of two plugins' hooks share one code object.
+SHARED_DECORATOR = """import functools
+def logged(function):
+    @functools.wraps(function)
+    def logging(*args, **kwargs):
+        return function(*args, **kwargs)
+    return logging
+"""
+LOGGED = "from shared_decorator import logged\n@hookimpl\n@logged\ndef spaseq_configure(config):\n    {body}\n"
+
+
+@pytest.mark.parametrize("failing", ["a_logged", "b_logged"])      # (pluggy calls b_logged's first)
+def test_of_two_plugins_whose_hooks_one_decorator_wraps_the_one_that_raised_is_named(tmp_path, failing):
+    (tmp_path / "shared_decorator.py").write_text(SHARED_DECORATOR)
+    for module in ("a_logged", "b_logged"):
+        fake_plugin(tmp_path, module, LOGGED.format(
+            body="raise RuntimeError('no service')" if module == failing else "pass"))
+    p = spaseq(tmp_path, "plugins")
+    assert p.returncode == 1
+    assert p.stderr == ("spaseq: error: " + named(failing) +
+                        "failed in spaseq_configure: RuntimeError: no service\n"), p.stderr
+
+
+def test_a_plugins_hook_that_is_an_object_not_a_function_is_named(tmp_path):
+    site = fake_plugin(tmp_path, "broken", "class Configure:\n    def __call__(self, config):\n"
+                                           "        raise RuntimeError('no service')\n"
+                                           # (pluggy takes a callable object as a staticmethod)
+                                           "spaseq_configure = hookimpl(staticmethod(Configure()))\n")
+    p = spaseq(site, "plugins")
+    assert p.returncode == 1
+    assert p.stderr == "spaseq: error: " + NAMED + "failed in spaseq_configure: RuntimeError: no service\n", \
+        p.stderr
+
+
+WRAPPING = {   # what a hook wrapper does with the error it is thrown -> (its code, the plugin named, the error)
+    "passes it on": ("@hookimpl(wrapper=True)\ndef spaseq_configure(config):\n    try:\n        return (yield)\n"
+                     "    except RuntimeError as error:\n        print('seen', repr(error))\n        raise\n",
+                     "broken", "RuntimeError: no service"),
+    "raises its own": ("@hookimpl(wrapper=True)\ndef spaseq_configure(config):\n    try:\n        return (yield)\n"
+                       "    except RuntimeError as error:\n        print('seen', repr(error))\n"
+                       "        raise ValueError('refused') from error\n",
+                       "wrapping", "ValueError: refused"),
+    "passes it on, old-style": ("@hookimpl(hookwrapper=True)\ndef spaseq_configure(config):\n"
+                                "    outcome = yield\n    print('seen', repr(outcome.exception))\n"
+                                "    outcome.get_result()\n", "broken", "RuntimeError: no service"),
+}
+
+
+@pytest.mark.parametrize("wrapping", WRAPPING)
+def test_a_hook_wrapper_sees_the_error_raised_and_is_named_only_for_its_own(tmp_path, wrapping):
+    code, culprit, error = WRAPPING[wrapping]
+    fake_plugin(tmp_path, "broken", "@hookimpl\ndef spaseq_configure(config):\n    raise RuntimeError('no service')\n")
+    fake_plugin(tmp_path, "wrapping", code)
+    p = spaseq(tmp_path, "plugins")
+    assert p.returncode == 1
+    assert p.stdout.startswith("seen RuntimeError('no service')\n")
+    assert p.stderr.splitlines()[-1] == "spaseq: error: " + named(culprit) + "failed in spaseq_configure: " + error, \
+        p.stderr
+
+
 # What a plugin provides fails when spaseq calls it, later than its hook: the error names
 # the plugin and the call, and the run stops with status 1, never as an internal error.
 EVENT = ("Event(stream, {t}, (ox.Triple(ox.NamedNode('http://example.org/a{t}'), "
