@@ -67,6 +67,7 @@ def server_unavailable(reason: str):
 # every property have results.
 
 import decimal
+import re
 from dataclasses import dataclass, field
 
 from hypothesis import strategies as st
@@ -524,7 +525,9 @@ def _indexed_scenarios(draw, max_noise: int):
 # over KB values (numbers in mixed forms, language-tagged names), blank nodes of the KB
 # (bound by one GPM, joined by a later one), GRAPH ?g, OPTIONAL inside and around GRAPH,
 # and graph and term IRIs with unusual characters.  The KB is dense (every subject and
-# location has rows), so that most examples have results without a planted witness.
+# location has rows).  Most draws plant a witness: terms for the variables of the atoms
+# of one match, chosen so that their FILTERs hold, give the events their subject,
+# location and value and add to the KB the triples the GPMs' GRAPH blocks need.
 
 # graph IRIs: (owners and contacts, regions, values and names)
 KB_GRAPHS = [("http://kb/owners", "http://kb/regions", "http://kb/limits"),
@@ -600,6 +603,99 @@ def _kb(draw, graphs: tuple[str, str, str]) -> list[ox.Quad]:
     return quads
 
 
+@dataclass
+class _KbGpm:
+    """What a witness needs of a generated KB GPM: its kind, the variables of its event
+    (subject, location, value), the triples a solution finds in the KB (graph, subject,
+    predicate, object; the graph an IRI or a ``?g`` variable) and its FILTERs."""
+    kind: str
+    subject: str
+    loc: str | None
+    val: str | None
+    needs: list[tuple[str, str, str, str]] = field(default_factory=list)
+    filters: list[str] = field(default_factory=list)
+
+    def variables(self) -> list[str]:
+        """In the order the witness gives them terms: the event's first, then the KB's."""
+        out = [v for v in (self.subject, self.loc, self.val) if v]
+        for triple in self.needs:
+            out += [t for t in triple if t.startswith("?") and t not in out]
+        return out
+
+
+def _graph(gpm: _KbGpm, graph: str, *triples: tuple[str, str, str]) -> str:
+    """``GRAPH graph { triples }``, which a witness of ``gpm`` then finds in the KB."""
+    gpm.needs += [(graph, *triple) for triple in triples]
+    name = graph if graph.startswith("?") else f"<{graph}>"
+    return f"GRAPH {name} {{ " + " . ".join(f"{s} :{p} {o}" for s, p, o in triples) + " }"
+
+
+# the terms a witness gives a variable, by the variable's first letter (see kb_scenarios)
+_KB_TERMS = {"e": [ox.NamedNode(f"{EX}p{k}") for k in (1, 2, 3)],
+             "o": [ox.NamedNode(EX + o) for o in KB_OWNERS],
+             "l": [ox.NamedNode(EX + loc) for loc in LOCS],
+             "r": [ox.NamedNode(EX + r) for r in ("R1", "R2", "R3")],
+             "v": [kb_literal(form) for forms in NUMBERS.values() for form in forms],
+             "t": [kb_literal(value) for value in KB_NUMBERS],
+             "n": [kb_literal(name) for name in KB_NAMES],
+             "c": [ox.NamedNode(EX + "c0"), ox.NamedNode(EX + "cw")],
+             "m": [ox.Literal("m1"), ox.Literal("mw")]}
+_VARIABLE = re.compile(r"\?\w+")
+_FILTERS = ox.Store()      # empty: FILTERs are evaluated on their variables' terms alone
+
+
+def _holds(condition: str, terms: dict) -> bool:
+    """Whether FILTER(condition) holds, as Oxigraph (hence the reference) judges it, with
+    the variables in ``terms`` substituted and any other unbound."""
+    given = {v: terms[v] for v in _VARIABLE.findall(condition) if v in terms}
+    head = " ".join(given) or "*"
+    return any(_FILTERS.query(f"SELECT {head} WHERE {{ FILTER({condition}) }}",
+                              substitutions={ox.Variable(v[1:]): t for v, t in given.items()}))
+
+
+def _kb_terms(var: str, graphs: tuple[str, str, str]) -> list:
+    """The terms a witness may give ``var``, named by its first letter (see kb_scenarios)."""
+    if var[1] == "b":
+        return [ox.BlankNode("w" + var[2:])]
+    if var[1] == "g":
+        return [ox.NamedNode(g) for g in dict.fromkeys(graphs)]
+    return _KB_TERMS[var[1]]
+
+
+def _kb_witness(draw, gpms: list[_KbGpm], graphs: tuple[str, str, str]) -> dict:
+    """Terms for the variables of ``gpms`` (the GPMs of one match, in order) under which
+    each has a solution once the KB holds the triples it needs.  Each term is drawn among
+    those under which the FILTERs it completes hold and those one variable short can still
+    hold (a FILTER reads at most two); among all if there are none: a witness that fails.
+    A FILTER's variable that neither its GPM nor an earlier one binds stays unbound."""
+    checks, bound = [], set()
+    for gpm in gpms:
+        bound.update(gpm.variables())
+        checks += [(f, set(_VARIABLE.findall(f)) & bound) for f in gpm.filters]
+    terms: dict = {}
+
+    def fits(var, term) -> bool:
+        trial = {**terms, var: term}
+        for condition, reads in checks:
+            if var not in reads:
+                continue
+            waiting = reads - trial.keys()
+            if not waiting and not _holds(condition, trial):
+                return False
+            if len(waiting) == 1:
+                (other,) = waiting
+                if not any(_holds(condition, {**trial, other: t}) for t in _kb_terms(other, graphs)):
+                    return False
+        return True
+
+    for gpm in gpms:
+        for var in gpm.variables():
+            if var not in terms:        # else bound by an earlier GPM: a join
+                candidates = _kb_terms(var, graphs)
+                terms[var] = draw(st.sampled_from([t for t in candidates if fits(var, t)] or candidates))
+    return terms
+
+
 _KB_CLAUSES = ["owner", "owner", "region", "limit", "code", "name", "contact", "gvar", "optional", "chain"]
 
 
@@ -610,29 +706,30 @@ def kb_scenarios(draw, max_events: int = 9):
     g_own, g_loc, g_val = graphs
     n_gpms = draw(st.sampled_from([1, 2, 2, 3]))
     shared_o = draw(st.booleans())        # ?o, ?r, ?b shared between GPMs (a join through the KB)
-    bodies, kinds, bindable, kb_values, own_values = [], [], [], [], []
+    gpms: list[_KbGpm] = []
+    bodies, kb_values, own_values = [], [], []
     for i in range(n_gpms):
-        kind = draw(st.sampled_from("aab"))
-        kinds.append(kind)
         e, o = f"?e{i}", "?o" if shared_o else f"?o{i}"
-        parts = [f'{e} :kind "{kind}" .']
         loc = draw(st.sampled_from([None, "?l", f"?l{i}"]))
+        val = f"?v{i}" if draw(st.booleans()) else None
+        gpm = _KbGpm(draw(st.sampled_from("aab")), e, loc, val)
+        gpms.append(gpm)
+        parts = [f'{e} :kind "{gpm.kind}" .']
         if loc:
             parts.append(f"{e} :loc {loc} .")
-        val = f"?v{i}" if draw(st.booleans()) else None
         if val:
             parts.append(f"{e} :val {val} .")
-        filters = []
+        filters = gpm.filters
         chosen = draw(st.lists(st.sampled_from(_KB_CLAUSES), min_size=1, max_size=2))
         for clause in chosen:
             if clause == "owner":
-                parts.append(f"GRAPH <{g_own}> {{ {e} :owner {o} }}")
+                parts.append(_graph(gpm, g_own, (e, "owner", o)))
             elif clause == "region" and loc:
                 r = "?r" if draw(st.booleans()) else f"?r{i}"
-                parts.append(f"GRAPH <{g_loc}> {{ {loc} :region {r} }}")
+                parts.append(_graph(gpm, g_loc, (loc, "region", r)))
             elif clause == "limit":
                 t = f"?t{i}"
-                parts.append(f"GRAPH <{g_val}> {{ {o} :limit {t} }}")
+                parts.append(_graph(gpm, g_val, (o, "limit", t)))
                 kb_values.append(t)
                 test = draw(st.sampled_from(["vs value", "const", "eq", "none", "none", "earlier"]))
                 if test == "vs value" and val:
@@ -645,39 +742,49 @@ def kb_scenarios(draw, max_events: int = 9):
                 elif test == "earlier" and len(kb_values) > 1:
                     filters.append(f"{t} {draw(st.sampled_from(['>=', '=', '<']))} {kb_values[0]}")
             elif clause == "code" and val:
-                parts.append(f"GRAPH <{g_val}> {{ ?c{i} :code {val} }}")
+                parts.append(_graph(gpm, g_val, (f"?c{i}", "code", val)))
             elif clause == "name":
                 n = f"?n{i}"
-                parts.append(f"GRAPH <{g_val}> {{ {o} :name {n} }}")
+                parts.append(_graph(gpm, g_val, (o, "name", n)))
                 filters.append(draw(st.sampled_from([
                     f'LANGMATCHES(LANG({n}), "en")', f'{n} = "north"@en', f'STR({n}) = "north"',
                     f'LANG({n}) = "en"', f'{n} = "north"', f'LCASE({n}) = "north"@en-gb', "true"])))
             elif clause == "contact":
                 b = "?b" if draw(st.booleans()) else f"?b{i}"
-                parts.append(draw(st.sampled_from([
-                    f"GRAPH <{g_own}> {{ {o} :contact {b} . {b} :email ?m{i} }}",
-                    f"GRAPH <{g_own}> {{ {o} :contact {b} }}",
-                    f"GRAPH <{g_own}> {{ {b} :email ?m{i} }} GRAPH <{g_val}> {{ {b} :limit ?t{i}b }}"])))
+                shape = draw(st.sampled_from(["with email", "alone", "email and limit"]))
+                if shape == "with email":
+                    parts.append(_graph(gpm, g_own, (o, "contact", b), (b, "email", f"?m{i}")))
+                elif shape == "alone":
+                    parts.append(_graph(gpm, g_own, (o, "contact", b)))
+                else:
+                    parts.append(_graph(gpm, g_own, (b, "email", f"?m{i}")) + " " +
+                                 _graph(gpm, g_val, (b, "limit", f"?t{i}b")))
                 # (not of ?b, which an earlier GPM may bind: evaluated under such bindings,
                 # Oxigraph and the reference see a skolem IRI, docs/semantics.md point 12)
                 if b != "?b" and draw(st.integers(0, 2)) == 0:
                     filters.append(f"isBlank({b})")
             elif clause == "gvar":
-                parts.append(f"GRAPH ?g{i} {{ {e} :owner {o} }}")
+                parts.append(_graph(gpm, f"?g{i}", (e, "owner", o)))
             elif clause == "optional":
-                parts.append(draw(st.sampled_from([
-                    f"OPTIONAL {{ GRAPH <{g_val}> {{ {o} :name ?n{i}x }} }}",
-                    f"GRAPH <{g_own}> {{ {e} :owner {o} OPTIONAL {{ {o} :contact ?b{i}x }} }}",
-                    f"OPTIONAL {{ GRAPH <{g_val}> {{ ?c{i}x :code {val or '?w' + str(i)} }} }}"])))
+                shape = draw(st.sampled_from(["around", "inside", "code"]))
+                if shape == "around":
+                    parts.append(f"OPTIONAL {{ GRAPH <{g_val}> {{ {o} :name ?n{i}x }} }}")
+                elif shape == "inside":
+                    gpm.needs.append((g_own, e, "owner", o))
+                    parts.append(f"GRAPH <{g_own}> {{ {e} :owner {o} OPTIONAL {{ {o} :contact ?b{i}x }} }}")
+                else:
+                    parts.append(f"OPTIONAL {{ GRAPH <{g_val}> {{ ?c{i}x :code {val or '?w' + str(i)} }} }}")
             elif clause == "chain":
                 if loc:
-                    parts.append(f"GRAPH <{g_loc}> {{ {loc} :region ?r{i}c }} GRAPH <{g_val}> {{ ?r{i}c :limit ?t{i}c }}")
+                    parts.append(_graph(gpm, g_loc, (loc, "region", f"?r{i}c")) + " " +
+                                 _graph(gpm, g_val, (f"?r{i}c", "limit", f"?t{i}c")))
                 else:
-                    parts.append(f"GRAPH <{g_own}> {{ {e} :owner ?o{i}c }} "
-                                 f"GRAPH <{g_val}> {{ ?o{i}c :limit ?t{i}c }} FILTER(?t{i}c != {o})")
-                    parts.append(f"GRAPH <{g_own}> {{ {e} :owner {o} }}")
+                    parts.append(_graph(gpm, g_own, (e, "owner", f"?o{i}c")) + " " +
+                                 _graph(gpm, g_val, (f"?o{i}c", "limit", f"?t{i}c")))
+                    filters.append(f"?t{i}c != {o}")
+                    parts.append(_graph(gpm, g_own, (e, "owner", o)))
         if not any("GRAPH" in part for part in parts):
-            parts.append(f"GRAPH <{g_own}> {{ {e} :owner {o} }}")
+            parts.append(_graph(gpm, g_own, (e, "owner", o)))
         if val and own_values and draw(st.integers(0, 3)) == 0:
             filters.append(f"{val} >= {draw(st.sampled_from(own_values))}")
         if val:
@@ -704,26 +811,48 @@ def kb_scenarios(draw, max_events: int = 9):
     lines += [f"  DEFINE GPM {name} ON S1 {{ {body} }}" for name, body in zip(names, bodies)]
     lines.append("}")
     # events: one for each positive atom in order (an optional's or not, one or two of a
-    # Kleene atom's) at consecutive times, with the atom's kind, a subject and location
-    # the KB knows; then noise anywhere else
+    # Kleene atom's) at consecutive times, with the atom's kind, and the subject, location
+    # and value of the witness (a Kleene atom's iterations alike), or else a subject and
+    # location the KB knows; then noise anywhere else
     values = [v for forms in NUMBERS.values() for v in forms] + ODD_VALUES + [("01", "integer"), ("-0", "integer")]
+    steps = [(atom, gpm) for atom, gpm in zip(atoms, gpms)
+             if not atom.endswith("!") and not (atom.endswith("?") and draw(st.booleans()))]
+    kb = draw(_kb(graphs))
+    plant = draw(st.integers(0, 3)) < 3
+    witness = _kb_witness(draw, [gpm for _, gpm in steps], graphs) if plant else None
     events, time = [], 0
     subject = draw(st.sampled_from([None, 1, 2]))      # None: each its own
-    for atom, kind in zip(atoms, kinds):
-        if atom.endswith("!") or (atom.endswith("?") and draw(st.booleans())):
-            continue
+    for atom, gpm in steps:
         for _ in range(draw(st.sampled_from([1, 2])) if atom.endswith("+") else 1):
             time += 1
-            events.append(Ev(0, time, kind, draw(st.sampled_from(LOCS)), draw(st.sampled_from(values[:12])),
-                             None, subject or draw(st.integers(1, 3))))
+            loc, val = draw(st.sampled_from(LOCS)), draw(st.sampled_from(values[:12]))
+            if witness is None:
+                events.append(Ev(0, time, gpm.kind, loc, val, None, subject or draw(st.integers(1, 3))))
+                continue
+            if gpm.loc:
+                loc = witness[gpm.loc].value.removeprefix(EX)
+            if gpm.val:
+                val = (witness[gpm.val].value, witness[gpm.val].datatype.value.removeprefix(XSD))
+            subject_number = int(witness[gpm.subject].value.removeprefix(EX + "p"))
+            events.append(Ev(0, time, gpm.kind, loc, val, None, subject_number))
+    if witness is not None:
+        needed = [ox.Quad(witness[s], ox.NamedNode(EX + p), witness[o],
+                          witness[g] if g.startswith("?") else ox.NamedNode(g))
+                  for _, gpm in steps for g, s, p, o in gpm.needs]
+        kb += [q for q in dict.fromkeys(needed) if q not in kb]
     taken = {e.time for e in events}
     for t in draw(st.lists(st.integers(0, max_events), max_size=max_events - len(events), unique=True)):
         if t not in taken:
-            events.append(Ev(0, t, draw(st.sampled_from(kinds + ["c"])), draw(st.sampled_from(LOCS + (None,))),
-                             draw(st.sampled_from(values + [None])), None, draw(st.sampled_from([1, 2, 3, 1, None]))))
+            events.append(Ev(0, t, draw(st.sampled_from([gpm.kind for gpm in gpms] + ["c"])),
+                             draw(st.sampled_from(LOCS + (None,))), draw(st.sampled_from(values + [None])), None,
+                             draw(st.sampled_from([1, 2, 3, 1, None]))))
     events.sort(key=lambda e: e.time)
     query = "\n".join(lines).replace("%WINDOW%", str(max(time, draw(st.sampled_from([1, 2, 3, 5, 10])))))
-    return KbScenario(query, events, draw(_kb(graphs)), draw(st.integers(0, 5)) == 0,
+    # blank subjects, which no KB triple can name, only where the witness needs no KB
+    # triple about its subjects
+    blank_subjects = draw(st.integers(0, 5)) == 0 and (
+        witness is None or not any(gpm.subject in need for _, gpm in steps for need in gpm.needs))
+    return KbScenario(query, events, kb, blank_subjects,
                       draw(st.sampled_from([500_000, 500_000, 0])), draw(st.sampled_from([None, None, 3, 30])))
 
 
