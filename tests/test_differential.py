@@ -39,7 +39,7 @@ import re
 
 import pyoxigraph as ox
 import pytest
-from hypothesis import given, note, settings
+from hypothesis import assume, given, note, settings
 from hypothesis import strategies as st
 
 from spaseq_plugin import Engine, QueryError, compile_query
@@ -165,6 +165,9 @@ def _kb_store(name: str, quads: list, tmp: str):
 _DISK_STORES = __import__("itertools").count()
 
 
+KB_MOST_RESULTS = 20_000
+
+
 def compare_kb(case, label: str, tmp: str, disk: bool) -> None:
     """Engine and reference agree on a KB scenario, in every store and evaluator."""
     from spaseq_plugin.errors import StateLimitError
@@ -175,6 +178,9 @@ def compare_kb(case, label: str, tmp: str, disk: bool) -> None:
     compiled = compile_query(case.query)
     events = case.to_events()
     expected = collections.Counter(result_key(r) for r in reference_evaluate(case.query, events, kb=case.kb))
+    # (a dense KB under skip-till-any gives millions of results now and then, which the
+    # engine would make six times, for minutes: such an example is drawn again)
+    assume(sum(expected.values()) <= KB_MOST_RESULTS)
     STATS[label]["examples"] += 1
     STATS[label]["non-empty"] += bool(expected)
     STATS[label]["results"] += sum(expected.values())
@@ -710,3 +716,21 @@ def test_a_kb_blank_node_an_earlier_gpm_bound_joins_the_kb_again(store, evaluato
     assert list(want) == [(2, False, (("e", f"<{EX}e1>"), ("m", '"m1"')))]
     options = {} if materialize_limit is None else {"materialize_limit": materialize_limit}
     assert _kb_results(query, quads, events, store, evaluator, **options) == want
+
+
+def test_runs_with_and_without_a_blank_node_are_asked_apart_by_oxigraph():
+    # Two runs wait on B: one bound ?x to an event's blank node, one to an IRI.  The
+    # Oxigraph evaluator asked both in one query, skolemised for the first: B's own
+    # blank node ?y was an IRI there for the second run too, and isBlank(?y) failed.
+    from spaseq_plugin.evaluators.oxigraph import OxigraphEvaluator
+    query = ("PREFIX : <http://example/>\nSELECT ?x ?y WITHIN 10 SECONDS\n"
+             f"FROM STREAM S1 <{STREAMS[0]}>\nWHERE {{ SEQ (A ; B)\n"
+             '  DEFINE GPM A ON S1 { ?x :kind "a" }\n'
+             '  DEFINE GPM B ON S1 { ?y :kind "b" FILTER(isBlank(?y)) FILTER(?x != ?y) } }')
+    events = [Event(STREAMS[0], as_time(1), (ox.Triple(ox.BlankNode("x1"), KIND, ox.Literal("a")),)),
+              _kind_event(2, "x2", "a"),
+              Event(STREAMS[0], as_time(3), (ox.Triple(ox.BlankNode("y1"), KIND, ox.Literal("b")),))]
+    want = collections.Counter(result_key(r) for r in reference_evaluate(query, events))
+    assert list(want) == [(3, False, (("x", f"<{EX}x2>"), ("y", "_:y1")))]
+    got = collections.Counter(result_key(r) for r in Engine(query, evaluator=OxigraphEvaluator()).run(events))
+    assert got == want

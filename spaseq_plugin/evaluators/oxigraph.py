@@ -161,7 +161,14 @@ class OxigraphEvaluator:
             solutions = gather_shared((_solution(s, gpm) for s in self._run(
                 store, injected_query(gpm, [], mappings), graph, gpm)), len(mappings), self._most)
         else:
-            skolemised = any(holds_blank_node(m.get(c)) for m in mappings for c in columns)
+            blank = [any(holds_blank_node(m.get(c)) for c in columns) for m in mappings]
+            if any(blank) and not all(blank):
+                # (a skolemised query sees IRIs for the event's and the KB's blank nodes:
+                # only the mappings holding one are asked so, as one at a time would be)
+                answers = (iter(self.evaluate(gpm, event, [m for m, b in zip(mappings, blank) if not b])),
+                           iter(self.evaluate(gpm, event, [m for m, b in zip(mappings, blank) if b])))
+                return [next(answers[b]) for b in blank]
+            skolemised = blank[0]
             store = self._skolem_store(gpm, event) if skolemised and gpm.uses_kb else None
             if store is None:
                 store, graph = self._load(event, skolemised, gpm.uses_kb)
