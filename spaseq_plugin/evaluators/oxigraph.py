@@ -92,8 +92,7 @@ class OxigraphEvaluator:
             store = self._store
         filled = self._kb_filled if with_kb else self._filled
         if graph not in filled:
-            convert = skolem if skolemised else _same
-            store.extend(ox.Quad(convert(t.subject), t.predicate, convert(t.object), graph)
+            store.extend(_skolem_quad(t, graph) if skolemised else ox.Quad(t.subject, t.predicate, t.object, graph)
                          for t in event.triples)
             filled.add(graph)
         return store, graph
@@ -113,13 +112,11 @@ class OxigraphEvaluator:
         store = self._skolem_kb
         for name in names:
             if name not in self._skolem_copied:
-                store.bulk_extend(ox.Quad(skolem(q.subject), q.predicate, skolem(q.object), q.graph_name)
-                                  for q in self._kb.quads(name))
+                store.bulk_extend(_skolem_quad(q, q.graph_name) for q in self._kb.quads(name))
                 self._skolem_copied.add(name)
         if self._skolem_event is not event:
             store.clear_graph(SKOLEM_GRAPH)
-            store.extend(ox.Quad(skolem(t.subject), t.predicate, skolem(t.object), SKOLEM_GRAPH)
-                         for t in event.triples)
+            store.extend(_skolem_quad(t, SKOLEM_GRAPH) for t in event.triples)
             self._skolem_event = event
         return store
 
@@ -245,15 +242,16 @@ def holds_blank_node(term) -> bool:
     return type(term) is ox.BlankNode
 
 
+def _skolem_quad(triple, graph) -> ox.Quad:
+    """``triple`` (or a quad's triple) in ``graph``, its blank nodes as skolem IRIs."""
+    return ox.Quad(skolem(triple.subject), triple.predicate, skolem(triple.object), graph)
+
+
 def skolem(term):
     if isinstance(term, ox.BlankNode):
         return ox.NamedNode(_SKOLEM + term.value)
     if isinstance(term, ox.Triple):         # (a triple term's subject or object may be one)
         return ox.Triple(skolem(term.subject), term.predicate, skolem(term.object))
-    return term
-
-
-def _same(term):
     return term
 
 

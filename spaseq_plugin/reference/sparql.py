@@ -80,8 +80,8 @@ class Sparql:
             graph = self._graphs[key] = ox.NamedNode(f"urn:spaseq:reference:event:{next(self._ids)}")
             self._events.append(event)
             convert = _skolem if skolemised else (lambda t: t)
-            (self.skolem_store if skolemised else self.store).extend(ox.Quad(convert(t.subject), t.predicate, convert(t.object), graph)
-                              for t in event.triples)
+            store = self.skolem_store if skolemised else self.store
+            store.extend(ox.Quad(convert(t.subject), t.predicate, convert(t.object), graph) for t in event.triples)
         return graph
 
     def solutions(self, prologue: str, body: str, event: Event, mu: dict) -> list[dict]:
