@@ -42,6 +42,13 @@ def ev(name: str, key: str, time):
     return event("s", time, f':{name} :kind "{name[0]}" ; :key :{key} .')
 
 
+def limit_message(engine: Engine, events) -> str:
+    """The message of the LimitError that running ``engine`` over ``events`` stops with."""
+    with pytest.raises(LimitError) as caught:
+        list(engine.run(events))
+    return str(caught.value)
+
+
 # -- comparisons proven by the run index ----------------------------------------------
 
 class RecordingSpectra(SpectraEvaluator):
@@ -410,9 +417,7 @@ def test_bucket_bisection_agrees_with_the_bisect_module(numbers, number):
 
 def test_fail_stops_with_the_state_and_the_count():
     engine = Engine(PREFIX + plain("A ; B"), state_limits=StateLimits(max_runs=2))
-    with pytest.raises(LimitError) as caught:
-        list(engine.run(STREAM_ABBB))
-    message = str(caught.value)
+    message = limit_message(engine, STREAM_ABBB)
     assert "2 active runs reached the limit of 2 (--max-runs)" in message
     assert "x1 [A]" in message and "time 3" in message, message
 
@@ -428,10 +433,9 @@ def test_a_conjunction_makes_no_more_combinations_than_the_run_cap(policy):
     engine = Engine(query, state_limits=StateLimits(max_runs=100, policy=policy))
     events = [event("s", 1, ':a :kind "a" .'), event("s", 2, " ".join(f':x{i} :kind "b" .' for i in range(20)))]
     if policy == "fail":
-        with pytest.raises(LimitError) as caught:
-            list(engine.run(events))
-        assert "the conjunction (B & C) has more than 100 combinations (--max-runs)" in str(caught.value)
-        assert "at time 2" in str(caught.value)
+        message = limit_message(engine, events)
+        assert "the conjunction (B & C) has more than 100 combinations (--max-runs)" in message
+        assert "at time 2" in message
         return
     results = list(engine.run(events))
     assert len(results) == 100 and engine.stats.dropped_runs == 300
@@ -513,9 +517,8 @@ def test_a_join_its_filter_rejects_stops_after_the_join_step_limit(policy):
 
 
 def _stops_on_the_event_at_time_2(engine: Engine, events: list, said: str) -> None:
-    with pytest.raises(LimitError) as caught:
-        list(engine.run(events))
-    assert f"{said} on the event" in str(caught.value) and "at time 2" in str(caught.value)
+    message = limit_message(engine, events)
+    assert f"{said} on the event" in message and "at time 2" in message
 
 
 def test_the_join_step_limit_leaves_a_join_within_it_whole():
@@ -557,10 +560,8 @@ def test_a_guard_tried_on_every_pending_match_stops_at_the_join_step_limit(polic
     query, events = not_negated("STR(?w) = STR(?v)"), a_then_n(30)
     engine = Engine(query, state_limits=StateLimits(max_join_steps=10, policy=policy))
     if policy == "fail":
-        with pytest.raises(LimitError) as caught:
-            list(engine.run(events))
         assert "negation guard N was tried on more than 10 pending matches (--max-join-steps) " \
-               "on the event at time 22" in str(caught.value)
+               "on the event at time 22" in limit_message(engine, events)
         return
     results = list(engine.run(events))
     assert sorted(r.bindings["x"].value for r in results) == sorted(f"{EX}a{i}" for i in range(10))
@@ -613,10 +614,8 @@ def test_a_guard_tried_on_every_buffered_event_stops_at_the_join_step_limit(poli
     assert len(expected) == 16
     engine = Engine(query, evaluator=_evaluator(name), state_limits=StateLimits(max_join_steps=100, policy=policy))
     if policy == "fail":
-        with pytest.raises(LimitError) as caught:
-            list(engine.run(events))
         assert "negation guard N was tried on more than 100 buffered events (--max-join-steps) " \
-               "on the event at time 61; --on-limit drop-oldest or drop-newest" in str(caught.value)
+               "on the event at time 61; --on-limit drop-oldest or drop-newest" in limit_message(engine, events)
         return
     results = rows(engine.run(events))
     assert set(results) < set(expected)
@@ -751,9 +750,7 @@ def test_distinct_keeps_at_most_its_limit_of_rows():
     assert len(list(Engine(query, state_limits=StateLimits(max_distinct=3)).run(stream))) == 3
     for policy in ("fail", "drop-oldest"):
         engine = Engine(query, state_limits=StateLimits(max_distinct=2, policy=policy))
-        with pytest.raises(LimitError) as caught:
-            list(engine.run(stream))
-        assert str(caught.value).startswith("DISTINCT has output 2 rows, the most it keeps (--max-distinct)")
+        assert limit_message(engine, stream).startswith("DISTINCT has output 2 rows, the most it keeps (--max-distinct)")
     assert len(list(Engine(query, state_limits=StateLimits(max_distinct=None)).run(stream))) == 3
 
 

@@ -39,6 +39,7 @@ EVENT_GRAPH = ox.NamedNode("urn:spaseq:event")
 SKOLEM_GRAPH = ox.NamedNode("urn:spaseq:event:skolem")
 _SKOLEM = "urn:spaseq:bnode:"
 ROW = "__spaseq_row"
+_UNASKED = object()
 
 
 class OxigraphEvaluator:
@@ -65,6 +66,7 @@ class OxigraphEvaluator:
         self._blank_graphs: dict[str, bool] = {}   # KB graph -> whether it holds a blank node
         self._skolem_kb: ox.Store | None = None     # KB graphs, skolemised (see _skolem_store)
         self._skolem_copied: set[str] = set()
+        self._skolem_graphs: dict[GpmPattern, list[str] | None] = {}   # see _skolem_store
         self._skolem_event: Event | None = None     # the event in _skolem_kb
         self._most: int | None = None               # limit_solutions
 
@@ -104,8 +106,11 @@ class OxigraphEvaluator:
         needed.  None when those graphs hold no blank node: the KB's store serves."""
         if self._kb is None:
             return None
-        names = self._kb.graph_names() if gpm.kb_graph_var else sorted(gpm.kb_graphs)
-        if not any(self._holds_blank_nodes(g) for g in names):
+        names = self._skolem_graphs.get(gpm, _UNASKED)
+        if names is _UNASKED:       # (once per GPM: its graphs, or None when none holds a blank node)
+            names = self._kb.graph_names() if gpm.kb_graph_var else sorted(gpm.kb_graphs)
+            names = self._skolem_graphs[gpm] = names if any(self._holds_blank_nodes(g) for g in names) else None
+        if names is None:
             return None
         if self._skolem_kb is None:
             self._skolem_kb = ox.Store()

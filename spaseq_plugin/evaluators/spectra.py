@@ -496,9 +496,10 @@ class SpectraEvaluator:
             if count > self.materialize_limit and shared:
                 join.strategy = LOOKUP
                 return join
-            solutions = checked_rows(self.kb.select(join.text.replace("%VALUES%", "")), join.variables,
-                                     f"the KB ({self.kb.description})")
-        for row in _canonical_rows(solutions):
+            rows = self._rows(join, "")
+        else:
+            rows = _canonical_rows(solutions)
+        for row in rows:
             join.rows.setdefault(tuple(row[v] for v in shared), []).append(row)
         return join
 
