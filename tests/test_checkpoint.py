@@ -468,6 +468,7 @@ def test_a_checkpoint_that_cannot_be_written_names_its_directory_and_leaves_no_p
 @pytest.mark.parametrize("field, value, said", [
     ("outputs", -5, "records no readable length for"),           # (was "--output ...: Invalid argument")
     ("sources", "7", "the checkpoint records no readable position for it ('7')"),    # (was an internal error)
+    ("mapping", -1, "IndexError: -1 is not the number of a row"),   # (restored another run's bindings)
 ])
 def test_a_checkpoint_body_with_impossible_positions_is_refused(small, field, value, said):
     """A checkpoint edited by hand, its checksum made again: its positions are checked."""
@@ -476,6 +477,8 @@ def test_a_checkpoint_body_with_impossible_positions_is_refused(small, field, va
     body = json.loads(body_text)
     if field == "outputs":
         body["outputs"]["output"] = value
+    elif field == "mapping":
+        body["engine"]["runtime"]["runs"][0][1] = value
     else:
         body["sources"] = [value] * len(body["sources"])
     data = json.dumps(body, separators=(",", ":")).encode()

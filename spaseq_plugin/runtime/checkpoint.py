@@ -204,7 +204,7 @@ class SnapshotReader:
         self.terms = [triple.object for triple in parsed]
         terms = self.terms
         try:
-            self.events = [Event(stream, decode_time(at), _triples(text), None if name is None else terms[name],
+            self.events = [Event(stream, decode_time(at), _triples(text), None if name is None else _row(terms, name),
                                  position, bool(is_datetime))
                            for stream, at, is_datetime, position, name, text in tables["events"]]
         except SyntaxError as error:
@@ -212,19 +212,27 @@ class SnapshotReader:
         self.mappings = [self._mapping(data) for data in tables.get("mappings", ())]
 
     def term(self, ref: int):
-        return self.terms[ref]
+        return _row(self.terms, ref)
 
     def event(self, ref: int) -> Event:
-        return self.events[ref]
+        return _row(self.events, ref)
 
     def mapping(self, data: int | dict) -> dict:
         """The mapping numbered ``data``, the same object for each reference to it
         (a version 1 checkpoint gives the mapping itself: a new one each time)."""
-        return self._mapping(data) if isinstance(data, dict) else self.mappings[data]
+        return self._mapping(data) if isinstance(data, dict) else _row(self.mappings, data)
 
     def _mapping(self, data: dict) -> dict:
         terms = self.terms
-        return {name: terms[ref] for name, ref in data.items()}
+        return {name: _row(terms, ref) for name, ref in data.items()}
+
+
+def _row(table: list, ref):
+    """``table[ref]`` for a number a snapshot holds: Python would take -1 (or True)
+    for a row, and a checkpoint edited by hand would restore another term or run."""
+    if type(ref) is not int or ref < 0:
+        raise IndexError(f"{ref!r} is not the number of a row")
+    return table[ref]
 
 
 # --------------------------------------------------------------------------
